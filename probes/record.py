@@ -1,0 +1,179 @@
+"""Measurement records: what one probe run of one (model, revision) produced.
+
+A record is the stable interface between the probes (which fill it), the fixtures (which cache it
+as JSON) and the claims (which judge sequences of them). The JSON keeps the paper author's own
+keys (`all_head_selectivity`, `pr`) so records compare directly with the published files.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+SCHEMA = "headwatch.measurement/1"
+
+#: The six head classes of the selectivity screen, in the author's spelling.
+HEAD_CLASSES: tuple[str, ...] = (
+    "induction",
+    "previous-token",
+    "duplicate-token",
+    "first-token",
+    "self",
+    "local",
+)
+UNCLASSIFIED = "unclassified"
+
+
+def head_key(layer: int, head: int) -> str:
+    """The author's head name: ``L{layer}_H{head}``."""
+    return f"L{layer}_H{head}"
+
+
+def parse_head_key(key: str) -> tuple[int, int]:
+    """Inverse of :func:`head_key`; raises ValueError naming the bad key."""
+    try:
+        layer_part, head_part = key.split("_")
+        if layer_part[0] != "L" or head_part[0] != "H":
+            raise ValueError
+        return int(layer_part[1:]), int(head_part[1:])
+    except (ValueError, IndexError):
+        raise ValueError(f"not a head key of the form 'L<layer>_H<head>': {key!r}") from None
+
+
+@dataclass(frozen=True)
+class ProbeSettings:
+    """Everything that determines a probe run's numbers (SPEC sections 1-4).
+
+    Defaults are the paper's: 2000 examples of length 256 over token ids [100, 10000), seed 42.
+    """
+
+    n_examples: int = 2000
+    seq_len: int = 256
+    vocab_lo: int = 100
+    vocab_hi: int = 10000
+    seed: int = 42
+    #: Examples (the first n_pr of the batch) whose head outputs enter the participation ratio.
+    n_pr: int = 500
+    batch_size: int = 16
+    dtype: str = "float32"
+    baseline_positions: int = 50
+    baseline_seed: int = 0
+    label_threshold: float = 30.0
+    induction_threshold: float = 50.0
+    previous_token_threshold: float = 100.0
+    bos_threshold: float = 30.0
+    #: Run the group ablations of SPEC 4 (final revisions need them; early ones may skip).
+    ablation: bool = True
+    ablation_seed: int = 123
+
+    def cache_fields(self) -> dict[str, Any]:
+        """Fields that change measured numbers (batch_size does not), for cache keys."""
+        d = asdict(self)
+        d.pop("batch_size")
+        return d
+
+
+@dataclass(frozen=True)
+class TaskMetrics:
+    """Next-token metrics at the query position (T-1) against the induction target b."""
+
+    loss: float
+    top1: float
+    top5: float
+    mean_logit_target: float
+
+
+@dataclass(frozen=True)
+class AblationResult:
+    """Task metrics with a group of heads zeroed at the output-projection input."""
+
+    name: str
+    heads: tuple[str, ...]
+    metrics: TaskMetrics
+
+
+@dataclass
+class MeasurementRecord:
+    """One probe run of one checkpoint.
+
+    ``all_head_selectivity[head][cls]`` is attention to the class target over the baseline
+    (SPEC 2); ``pr[head]`` is the participation ratio of the head's output (SPEC 3), or absent.
+    """
+
+    model: str
+    revision: str
+    tokens_seen: float | None
+    n_layers: int
+    n_heads: int
+    d_head: int
+    all_head_selectivity: dict[str, dict[str, float]]
+    pr: dict[str, float] | None = None
+    task: TaskMetrics | None = None
+    ablations: list[AblationResult] = field(default_factory=list)
+    settings: ProbeSettings | None = None
+    n_examples_valid: int | None = None
+    #: Where the numbers came from: versions, device, dtype, seconds, weights hash, source files.
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    # ---- JSON round trip -------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["schema"] = SCHEMA
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "MeasurementRecord":
+        if d.get("schema") != SCHEMA:
+            raise ValueError(
+                f"not a headwatch measurement record (schema {d.get('schema')!r}, expected {SCHEMA!r})"
+            )
+        d = dict(d)
+        d.pop("schema")
+        task = d.pop("task")
+        settings = d.pop("settings")
+        ablations = d.pop("ablations", [])
+        return cls(
+            **d,
+            task=TaskMetrics(**task) if task else None,
+            settings=ProbeSettings(**settings) if settings else None,
+            ablations=[
+                AblationResult(a["name"], tuple(a["heads"]), TaskMetrics(**a["metrics"]))
+                for a in ablations
+            ],
+        )
+
+    def to_json(self, path: str | os.PathLike) -> None:
+        """Write atomically: a reader never sees a half-written record."""
+        write_json_atomic(path, self.to_dict())
+
+    @classmethod
+    def from_json(cls, path: str | os.PathLike) -> "MeasurementRecord":
+        with open(path, encoding="utf-8") as f:
+            return cls.from_dict(json.load(f))
+
+    # ---- convenience -----------------------------------------------------------------------
+    def heads(self) -> list[str]:
+        """All head keys in (layer, head) order."""
+        return [head_key(l, h) for l in range(self.n_layers) for h in range(self.n_heads)]
+
+    def ablation(self, name: str) -> AblationResult | None:
+        return next((a for a in self.ablations if a.name == name), None)
+
+
+def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
+    """Write JSON to a temporary file beside ``path`` and rename it into place."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(obj, f, indent=1, sort_keys=False, allow_nan=False)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

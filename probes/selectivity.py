@@ -1,0 +1,158 @@
+"""The six-class all-head selectivity screen (SPEC section 2).
+
+Two halves: :class:`SelectivityAccumulator` turns captured attention rows of the query position
+into per-head selectivities; the plain functions below (labels, circuits, BOS fraction) turn a
+selectivity table ``{"L{l}_H{h}": {class: float}}`` into the paper's head sets. The latter work
+equally on fresh measurements and on the author's published files.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import torch
+
+from .record import HEAD_CLASSES, UNCLASSIFIED
+
+SelectivityTable = Mapping[str, Mapping[str, float]]
+
+#: Guard against division by zero for heads that never look at the baseline positions.
+BASELINE_FLOOR = 1e-8
+
+
+def baseline_positions(seq_len: int, count: int = 50, seed: int = 0) -> np.ndarray:
+    """Positions whose mean attention is the screen's baseline.
+
+    Drawn one ``RandomState(seed).randint(1, T-1)`` at a time, skipping class targets
+    {0, T-1, T-2, T-6..T-3} and repeats, until ``count`` are collected (the author's order).
+    """
+    T = seq_len
+    excluded = {0, T - 1, T - 2, T - 3, T - 4, T - 5, T - 6}
+    available = len(set(range(1, T - 1)) - excluded)
+    if count > available:
+        raise ValueError(
+            f"baseline needs {count} distinct positions but seq_len={T} leaves only {available}; "
+            "use a longer sequence or fewer baseline positions"
+        )
+    rng = np.random.RandomState(seed)
+    chosen: list[int] = []
+    seen: set[int] = set()
+    while len(chosen) < count:
+        p = int(rng.randint(1, T - 1))
+        if p in excluded or p in seen:
+            continue
+        seen.add(p)
+        chosen.append(p)
+    return np.array(chosen, dtype=np.int64)
+
+
+class SelectivityAccumulator:
+    """Streams attention rows batch by batch and yields per-head class selectivities.
+
+    Induction and duplicate-token attention average over "valid" examples (b occurs once before
+    the query); every other class and the baseline average over all examples (the author's rule).
+    """
+
+    def __init__(self, n_layers: int, n_heads: int, seq_len: int, baseline: np.ndarray):
+        self.n_layers, self.n_heads, self.seq_len = n_layers, n_heads, seq_len
+        self.baseline = torch.as_tensor(baseline, dtype=torch.long)
+        T = seq_len
+        self._fixed = {  # class -> target positions whose attention is averaged
+            "previous-token": torch.tensor([T - 2]),
+            "self": torch.tensor([T - 1]),
+            "first-token": torch.tensor([0]),
+            "local": torch.tensor([T - 6, T - 5, T - 4, T - 3]),
+        }
+        shape = (n_layers, n_heads)
+        self._sums = {c: torch.zeros(shape, dtype=torch.float64) for c in HEAD_CLASSES}
+        self._baseline_sum = torch.zeros(shape, dtype=torch.float64)
+        self.n_all = 0
+        self.n_valid = 0
+
+    def update(self, rows: torch.Tensor, ab: torch.Tensor, valid: torch.Tensor) -> None:
+        """Add one batch.
+
+        rows: [B, n_layers, n_heads, T] attention of the query position (T-1), fp32.
+        ab: [B] position of the first ``a``; ``b`` sits at ab+1.
+        valid: [B] bool, examples whose induction/duplicate targets count.
+        """
+        rows = rows.to(torch.float64)
+        B = rows.shape[0]
+        for cls, pos in self._fixed.items():
+            self._sums[cls] += rows[..., pos.to(rows.device)].mean(-1).sum(0).cpu()
+        self._baseline_sum += rows[..., self.baseline.to(rows.device)].mean(-1).sum(0).cpu()
+        idx = torch.arange(B, device=rows.device)
+        ab = ab.to(rows.device)
+        v = valid.to(rows.device)
+        induction = rows[idx, :, :, ab + 1]  # [B, L, H]
+        duplicate = rows[idx, :, :, ab]
+        self._sums["induction"] += induction[v].sum(0).cpu()
+        self._sums["duplicate-token"] += duplicate[v].sum(0).cpu()
+        self.n_all += B
+        self.n_valid += int(v.sum())
+
+    def attention(self) -> dict[str, np.ndarray]:
+        """Mean attention per class (and "baseline"), each [n_layers, n_heads]."""
+        if self.n_all == 0:
+            raise ValueError("no examples were added to the selectivity screen")
+        out = {}
+        for cls in HEAD_CLASSES:
+            denom = self.n_valid if cls in ("induction", "duplicate-token") else self.n_all
+            out[cls] = (self._sums[cls] / max(denom, 1)).numpy()
+        out["baseline"] = (self._baseline_sum / self.n_all).numpy()
+        return out
+
+    def selectivity(self) -> dict[str, dict[str, float]]:
+        """``{"L{l}_H{h}": {class: attention / max(baseline, 1e-8)}}``."""
+        att = self.attention()
+        base = np.maximum(att["baseline"], BASELINE_FLOOR)
+        table: dict[str, dict[str, float]] = {}
+        for l in range(self.n_layers):
+            for h in range(self.n_heads):
+                table[f"L{l}_H{h}"] = {c: float(att[c][l, h] / base[l, h]) for c in HEAD_CLASSES}
+        return table
+
+
+# ---- head sets from a selectivity table -------------------------------------------------------
+
+
+def best_class(selectivities: Mapping[str, float]) -> tuple[str, float]:
+    """The class with the highest selectivity (ties go to the earlier class in HEAD_CLASSES)."""
+    best = max(HEAD_CLASSES, key=lambda c: (selectivities[c], -HEAD_CLASSES.index(c)))
+    return best, float(selectivities[best])
+
+
+def head_labels(table: SelectivityTable, threshold: float = 30.0) -> dict[str, str]:
+    """Each head's best class if its selectivity is >= threshold, else "unclassified"."""
+    labels = {}
+    for head, sel in table.items():
+        cls, value = best_class(sel)
+        labels[head] = cls if value >= threshold else UNCLASSIFIED
+    return labels
+
+
+def induction_circuit(table: SelectivityTable, threshold: float = 50.0) -> frozenset[str]:
+    """Heads with induction selectivity >= threshold, whatever their best class."""
+    return frozenset(h for h, sel in table.items() if sel["induction"] >= threshold)
+
+
+def previous_token_circuit(table: SelectivityTable, threshold: float = 100.0) -> frozenset[str]:
+    """Heads whose best class is previous-token with selectivity >= threshold."""
+    out = set()
+    for h, sel in table.items():
+        cls, value = best_class(sel)
+        if cls == "previous-token" and value >= threshold:
+            out.add(h)
+    return frozenset(out)
+
+
+def bos_heads(table: SelectivityTable, threshold: float = 30.0) -> frozenset[str]:
+    """Heads with first-token (position 0) selectivity >= threshold, whatever their best class."""
+    return frozenset(h for h, sel in table.items() if sel["first-token"] >= threshold)
+
+
+def bos_fraction(table: SelectivityTable, threshold: float = 30.0) -> float:
+    """Share of all heads that are BOS heads (SPEC 2); 0.0 for an empty table is an error."""
+    if not table:
+        raise ValueError("empty selectivity table: no heads to take a BOS fraction of")
+    return len(bos_heads(table, threshold)) / len(table)
