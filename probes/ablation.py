@@ -1,0 +1,70 @@
+"""Group ablation (SPEC section 4): zero chosen heads' slices of the output-projection input."""
+from __future__ import annotations
+
+import contextlib
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+
+import numpy as np
+import torch.nn as nn
+
+from .architectures import head_geometry, out_proj_modules
+from .record import head_key, parse_head_key
+
+
+def heads_by_layer(heads: Iterable[str]) -> dict[int, list[int]]:
+    """{"L2_H5", "L2_H1"} -> {2: [1, 5]}."""
+    by_layer: dict[int, list[int]] = defaultdict(list)
+    for key in heads:
+        layer, head = parse_head_key(key)
+        by_layer[layer].append(head)
+    return {l: sorted(hs) for l, hs in sorted(by_layer.items())}
+
+
+@contextlib.contextmanager
+def ablated(model: nn.Module, heads: Iterable[str]) -> Iterator[None]:
+    """Within the block, the given heads contribute zero to their layer's output projection."""
+    geometry = head_geometry(model)
+    projections = out_proj_modules(model)
+    handles = []
+    for layer, layer_heads in heads_by_layer(heads).items():
+        if not (0 <= layer < geometry.n_layers) or any(not 0 <= h < geometry.n_heads for h in layer_heads):
+            raise ValueError(
+                f"cannot ablate heads {layer_heads} of layer {layer}: the model has "
+                f"{geometry.n_layers} layers x {geometry.n_heads} heads"
+            )
+        slices = [slice(h * geometry.d_head, (h + 1) * geometry.d_head) for h in layer_heads]
+
+        def zero_heads(_module, args, slices=slices):
+            x = args[0].clone()
+            for s in slices:
+                x[..., s] = 0
+            return (x, *args[1:])
+
+        handles.append(projections[layer].register_forward_pre_hook(zero_heads))
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def matched_random_heads(circuit: Iterable[str], n_heads: int, seed: int = 123) -> list[str]:
+    """Same layers and count per layer as ``circuit``, disjoint from it, drawn with RandomState(seed).
+
+    Where a layer has fewer non-circuit heads than circuit heads, all of them are taken.
+    """
+    rng = np.random.RandomState(seed)
+    chosen = []
+    for layer, layer_heads in heads_by_layer(circuit).items():
+        candidates = [h for h in range(n_heads) if h not in layer_heads]
+        k = min(len(layer_heads), len(candidates))
+        if k:
+            picks = rng.choice(candidates, size=k, replace=False)
+            chosen.extend(head_key(layer, int(h)) for h in sorted(picks))
+    return chosen
+
+
+def layer_heads(circuit: Iterable[str], n_heads: int) -> list[str]:
+    """Every head of every layer that holds a circuit head (the whole-layer control)."""
+    return [head_key(l, h) for l in heads_by_layer(circuit) for h in range(n_heads)]

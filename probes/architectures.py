@@ -1,0 +1,75 @@
+"""Per-architecture facts in one declarative table (model type -> where the heads live).
+
+Everything architecture-specific that the probes need is a row here: where the decoder layers
+are, which submodule is the attention block, which of its children is the output projection
+(whose input is the concatenation of the per-head outputs), and how to read head geometry off
+the config. Adding a model family is adding a row, not an if/elif elsewhere.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch.nn as nn
+
+
+@dataclass(frozen=True)
+class ArchSpec:
+    """Paths are dotted attribute paths from the *CausalLM model object."""
+
+    layers: str  # the ModuleList of decoder layers
+    attention: str  # attention block, relative to one layer
+    out_proj: str  # output projection, relative to the attention block
+    n_heads_attr: str = "num_attention_heads"
+    n_layers_attr: str = "num_hidden_layers"
+
+
+ARCHITECTURES: dict[str, ArchSpec] = {
+    "gpt_neox": ArchSpec(layers="gpt_neox.layers", attention="attention", out_proj="dense"),
+    "olmo": ArchSpec(layers="model.layers", attention="self_attn", out_proj="o_proj"),
+    "olmo2": ArchSpec(layers="model.layers", attention="self_attn", out_proj="o_proj"),
+    "olmoe": ArchSpec(layers="model.layers", attention="self_attn", out_proj="o_proj"),
+    "llama": ArchSpec(layers="model.layers", attention="self_attn", out_proj="o_proj"),
+}
+
+
+@dataclass(frozen=True)
+class HeadGeometry:
+    n_layers: int
+    n_heads: int
+    d_head: int
+
+    @property
+    def n_total(self) -> int:
+        return self.n_layers * self.n_heads
+
+
+def arch_spec(model: nn.Module) -> ArchSpec:
+    """The table row for ``model``'s config.model_type, or a clear error listing supported types."""
+    model_type = getattr(model.config, "model_type", None)
+    try:
+        return ARCHITECTURES[model_type]
+    except KeyError:
+        raise ValueError(
+            f"headwatch has no architecture entry for model_type {model_type!r}; supported: "
+            f"{sorted(ARCHITECTURES)}. Add a row to probes/architectures.py:ARCHITECTURES."
+        ) from None
+
+
+def head_geometry(model: nn.Module) -> HeadGeometry:
+    spec = arch_spec(model)
+    cfg = model.config
+    n_heads = getattr(cfg, spec.n_heads_attr)
+    d_head = getattr(cfg, "head_dim", None) or cfg.hidden_size // n_heads
+    return HeadGeometry(n_layers=getattr(cfg, spec.n_layers_attr), n_heads=n_heads, d_head=d_head)
+
+
+def attention_modules(model: nn.Module) -> list[nn.Module]:
+    """Attention block of every layer, in layer order."""
+    spec = arch_spec(model)
+    return [layer.get_submodule(spec.attention) for layer in model.get_submodule(spec.layers)]
+
+
+def out_proj_modules(model: nn.Module) -> list[nn.Module]:
+    """Output projection of every layer; its input [.., n_heads * d_head] holds the head outputs."""
+    spec = arch_spec(model)
+    return [attn.get_submodule(spec.out_proj) for attn in attention_modules(model)]

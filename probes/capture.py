@@ -1,0 +1,131 @@
+"""One forward pass that records, for every layer and head, the query position's attention row
+and the head's output at the output-projection input.
+
+Asking a model for ``output_attentions`` materialises B x H x T x T weights per layer and forces
+the slow eager path. Instead we register our own attention function with transformers: it runs
+the library's SDPA kernel for the layer output and additionally computes softmax(q_last K^T) for
+the one query row we need, which costs B x H x T per layer.
+"""
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn as nn
+from transformers import AttentionInterface
+from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
+from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
+
+from .architectures import attention_modules, head_geometry
+
+CAPTURE_IMPLEMENTATION = "headwatch_capture"
+
+
+@dataclass
+class LayerCapture:
+    """What one layer's attention produced for one batch.
+
+    attention_row: [B, H, T] fp32 attention of the query position (the last one).
+    head_output: [B, H, D] the per-head output at the query position (out-proj input slices).
+    """
+
+    attention_row: torch.Tensor
+    head_output: torch.Tensor
+
+
+@dataclass
+class CaptureRecorder:
+    """Collects :class:`LayerCapture` by layer index during one forward pass."""
+
+    layers: dict[int, LayerCapture] = field(default_factory=dict)
+
+    def stacked(self, n_layers: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(attention rows [B, L, H, T], head outputs [B, L, H, D]) in layer order."""
+        missing = [l for l in range(n_layers) if l not in self.layers]
+        if missing:
+            raise RuntimeError(f"capture saw no attention call for layers {missing}")
+        rows = torch.stack([self.layers[l].attention_row for l in range(n_layers)], dim=1)
+        outs = torch.stack([self.layers[l].head_output for l in range(n_layers)], dim=1)
+        return rows, outs
+
+
+_active: CaptureRecorder | None = None
+
+
+def _query_row_attention(module: nn.Module, query, key, attention_mask, scaling) -> torch.Tensor:
+    """softmax(q_{T-1} K^T * scaling + mask) in fp32: [B, H, T]."""
+    groups = getattr(module, "num_key_value_groups", 1)
+    key = repeat_kv(key, groups) if groups > 1 else key
+    q_last = query[:, :, -1:, :].float()
+    scores = torch.matmul(q_last, key.float().transpose(2, 3))
+    scores = scores * (scaling if scaling is not None else query.shape[-1] ** -0.5)
+    if attention_mask is not None:
+        mask = attention_mask[:, :, -1:, : key.shape[-2]]
+        if mask.dtype == torch.bool:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        else:
+            scores = scores + mask.float()
+    return torch.softmax(scores, dim=-1)[:, :, 0, :]
+
+
+def capture_attention_forward(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
+    """Attention function registered with transformers as ``headwatch_capture``.
+
+    query: [B, H, T, D]; key/value: [B, H_kv, T, D]. Returns (output [B, T, H, D], None) exactly
+    like the SDPA implementation, and records the query row and head outputs on the side.
+    """
+    output, _ = sdpa_attention_forward(
+        module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
+    )
+    if _active is not None:
+        row = _query_row_attention(module, query, key, attention_mask, scaling)
+        _active.layers[module.layer_idx] = LayerCapture(
+            attention_row=row, head_output=output[:, -1, :, :].detach()
+        )
+    return output, None
+
+
+AttentionInterface.register(CAPTURE_IMPLEMENTATION, capture_attention_forward)
+# Masks are built as for SDPA (which may skip the mask entirely for plain causal attention).
+AttentionMaskInterface.register(CAPTURE_IMPLEMENTATION, ALL_MASK_ATTENTION_FUNCTIONS["sdpa"])
+
+
+@contextlib.contextmanager
+def capturing(model: nn.Module) -> Iterator[CaptureRecorder]:
+    """Within the block, every forward pass of ``model`` fills the yielded recorder.
+
+    The model's attention implementation is switched to ``headwatch_capture`` and restored
+    afterwards. Each new forward pass overwrites the previous pass's layers.
+    """
+    global _active
+    head_geometry(model)  # fail early, with the supported list, on an unknown architecture
+    previous = model.config._attn_implementation
+    model.set_attn_implementation(CAPTURE_IMPLEMENTATION)
+    recorder = CaptureRecorder()
+    _active = recorder
+    try:
+        yield recorder
+    finally:
+        _active = None
+        model.set_attn_implementation(previous)
+
+
+def check_finite(rows: torch.Tensor, outputs: torch.Tensor, where: str) -> None:
+    """Raise with the offending layers if attention or head outputs are NaN/inf.
+
+    rows: [B, L, H, T]; outputs: [B, L, H, D].
+    """
+    for name, t in (("attention", rows), ("head output", outputs)):
+        bad = ~torch.isfinite(t)
+        if bad.any():
+            layers = sorted({int(l) for l in bad.nonzero()[:, 1].tolist()})
+            raise FloatingPointError(
+                f"non-finite {name} in layers {layers} ({where}); the checkpoint or dtype gives "
+                "garbage here. Measure in float32 (--dtype float32), which the paper's author also "
+                "needed for early checkpoints."
+            )
+
+
+__all__ = ["capturing", "CaptureRecorder", "LayerCapture", "check_finite", "attention_modules"]

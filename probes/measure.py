@@ -1,0 +1,195 @@
+"""Probe one loaded checkpoint: screen, participation ratio, task metrics and group ablation.
+
+One forward pass over the induction batch yields everything except the ablations (which need one
+pass each, without capture). The result is a :class:`~probes.record.MeasurementRecord`.
+"""
+from __future__ import annotations
+
+import platform
+import time
+from collections.abc import Callable, Iterable
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import transformers
+from tqdm.auto import tqdm
+
+from . import ablation as ablation_lib
+from .architectures import HeadGeometry, head_geometry
+from .batch import InductionBatch, induction_batch
+from .capture import capturing, check_finite
+from .participation import participation_ratio
+from .record import AblationResult, MeasurementRecord, ProbeSettings, TaskMetrics, head_key
+from .selectivity import SelectivityAccumulator, baseline_positions, induction_circuit
+
+#: Bump when a change to the probes changes measured numbers: it is part of every cache key.
+PROBE_VERSION = "1"
+
+
+class TaskAccumulator:
+    """Next-token metrics at the query position against the induction target b."""
+
+    def __init__(self) -> None:
+        self.loss = self.top1 = self.top5 = self.logit = 0.0
+        self.n = 0
+
+    def update(self, logits: torch.Tensor, target: torch.Tensor) -> None:
+        """logits: [B, V] at the query position; target: [B] token ids."""
+        logits = logits.float()
+        if not torch.isfinite(logits).all():
+            raise FloatingPointError("non-finite logits at the query position; measure in float32")
+        target = target.to(logits.device)
+        self.loss += F.cross_entropy(logits, target, reduction="sum").item()
+        top5 = logits.topk(min(5, logits.shape[-1]), dim=-1).indices
+        self.top1 += (top5[:, 0] == target).sum().item()
+        self.top5 += (top5 == target[:, None]).any(-1).sum().item()
+        self.logit += logits.gather(1, target[:, None]).sum().item()
+        self.n += len(target)
+
+    def metrics(self) -> TaskMetrics:
+        n = max(self.n, 1)
+        return TaskMetrics(self.loss / n, self.top1 / n, self.top5 / n, self.logit / n)
+
+
+def _query_logits(model: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
+    """Logits of the last position only: [B, V] (logits_to_keep spares the [B, T, V] tensor)."""
+    return model(input_ids=tokens, logits_to_keep=1, use_cache=False).logits[:, -1, :]
+
+
+def _chunks(n: int, size: int) -> Iterable[tuple[int, int]]:
+    return ((i, min(i + size, n)) for i in range(0, n, size))
+
+
+def task_metrics(
+    model: nn.Module, batch: InductionBatch, batch_size: int, device: torch.device,
+    heads_to_ablate: Iterable[str] = (), progress: Callable | None = None,
+) -> TaskMetrics:
+    """Task metrics over the batch with ``heads_to_ablate`` zeroed (none: the baseline)."""
+    acc = TaskAccumulator()
+    with torch.inference_mode(), ablation_lib.ablated(model, heads_to_ablate):
+        for start, stop in _chunks(len(batch), batch_size):
+            part = batch.slice(start, stop)
+            acc.update(_query_logits(model, part.tokens.to(device)), part.b)
+            if progress:
+                progress(stop - start)
+    return acc.metrics()
+
+
+def _model_device(model: nn.Module) -> torch.device:
+    return next(model.parameters()).device
+
+
+def _dtype_name(model: nn.Module) -> str:
+    return str(next(model.parameters()).dtype).removeprefix("torch.")
+
+
+def screen(
+    model: nn.Module, batch: InductionBatch, settings: ProbeSettings, geometry: HeadGeometry,
+    progress: Callable | None = None,
+) -> tuple[dict[str, dict[str, float]], dict[str, float], TaskMetrics, int]:
+    """The single captured pass: (selectivity table, PR per head, task metrics, n valid)."""
+    device = _model_device(model)
+    T = batch.tokens.shape[1]
+    selectivity = SelectivityAccumulator(
+        geometry.n_layers, geometry.n_heads, T,
+        baseline_positions(T, settings.baseline_positions, settings.baseline_seed),
+    )
+    task = TaskAccumulator()
+    n_pr = min(settings.n_pr, len(batch))
+    # Head outputs of the first n_pr examples: [L, H, n_pr, D], filled batch by batch.
+    pr_outputs = torch.empty(geometry.n_layers, geometry.n_heads, n_pr, geometry.d_head, dtype=torch.float32)
+    with torch.inference_mode(), capturing(model) as recorder:
+        for start, stop in _chunks(len(batch), settings.batch_size):
+            part = batch.slice(start, stop)
+            logits = _query_logits(model, part.tokens.to(device))
+            rows, outputs = recorder.stacked(geometry.n_layers)
+            check_finite(rows, outputs, f"examples {start}-{stop}")
+            selectivity.update(rows, part.ab, part.valid)
+            task.update(logits, part.b)
+            if start < n_pr:
+                take = min(stop, n_pr) - start
+                pr_outputs[:, :, start : start + take] = outputs[:take].permute(1, 2, 0, 3).float().cpu()
+            if progress:
+                progress(stop - start)
+    pr_values = participation_ratio(pr_outputs)  # [L, H]
+    pr = {head_key(l, h): float(pr_values[l, h]) for l in range(geometry.n_layers) for h in range(geometry.n_heads)}
+    return selectivity.selectivity(), pr, task.metrics(), selectivity.n_valid
+
+
+def measure(
+    model: nn.Module,
+    settings: ProbeSettings = ProbeSettings(),
+    *,
+    model_name: str,
+    revision: str,
+    tokens_seen: float | None = None,
+    progress: bool = True,
+    batch: InductionBatch | None = None,
+) -> MeasurementRecord:
+    """Run every probe on ``model`` (already on its device, in eval mode or not).
+
+    The induction batch is built from ``settings`` unless given. Ablations (three more passes)
+    run when ``settings.ablation`` is set and the induction circuit is not empty.
+    """
+    started = time.perf_counter()
+    model.eval()
+    geometry = head_geometry(model)
+    vocab = model.config.vocab_size
+    if settings.vocab_hi > vocab:
+        raise ValueError(
+            f"probe vocabulary [{settings.vocab_lo}, {settings.vocab_hi}) exceeds the model's "
+            f"vocab_size {vocab}; set vocab_hi <= {vocab} in the probe settings"
+        )
+    if batch is None:
+        batch = induction_batch(
+            settings.n_examples, settings.seq_len, settings.vocab_lo, settings.vocab_hi, settings.seed
+        )
+    circuit_passes = 3 if settings.ablation else 0
+    bar = tqdm(
+        total=len(batch) * (1 + circuit_passes), desc=f"{model_name}@{revision}", unit="ex",
+        disable=not progress, leave=False,
+    )
+    try:
+        table, pr, task, n_valid = screen(model, batch, settings, geometry, bar.update)
+        ablations: list[AblationResult] = []
+        circuit = sorted(induction_circuit(table, settings.induction_threshold))
+        if settings.ablation and circuit:
+            device = _model_device(model)
+            groups = {
+                "induction_circuit": circuit,
+                "matched_random": ablation_lib.matched_random_heads(circuit, geometry.n_heads, settings.ablation_seed),
+                "circuit_layers": ablation_lib.layer_heads(circuit, geometry.n_heads),
+            }
+            for name, heads in groups.items():
+                metrics = task_metrics(model, batch, settings.batch_size, device, heads, bar.update)
+                ablations.append(AblationResult(name, tuple(heads), metrics))
+    finally:
+        bar.close()
+    return MeasurementRecord(
+        model=model_name,
+        revision=revision,
+        tokens_seen=tokens_seen,
+        n_layers=geometry.n_layers,
+        n_heads=geometry.n_heads,
+        d_head=geometry.d_head,
+        all_head_selectivity=table,
+        pr=pr,
+        task=task,
+        ablations=ablations,
+        settings=settings,
+        n_examples_valid=n_valid,
+        provenance={
+            "probe_version": PROBE_VERSION,
+            "model_type": model.config.model_type,
+            "device": str(_model_device(model)),
+            "dtype": _dtype_name(model),
+            "seconds": round(time.perf_counter() - started, 3),
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "numpy": np.__version__,
+            "python": platform.python_version(),
+            "ablation_note": None if circuit or not settings.ablation else "no head reached the induction threshold: nothing to ablate",
+        },
+    )

@@ -1,0 +1,32 @@
+"""Participation ratio of a head's outputs (SPEC section 3).
+
+PR = exp(entropy of the normalised squared singular values): 1 when the outputs lie on one line,
+k when they spread evenly over k directions. The matrix is not mean-centred (author's choice).
+"""
+from __future__ import annotations
+
+import torch
+
+#: Floors from the author's definition: keep log and division finite for all-zero outputs.
+_SUM_FLOOR = 1e-12
+_LOG_FLOOR = 1e-12
+
+
+def participation_ratio(outputs: torch.Tensor) -> torch.Tensor:
+    """PR of each matrix in a batch.
+
+    outputs: [..., N, D] samples x head dimensions (any leading batch dims, e.g. heads).
+    Returns [...] float64 PR values with 1 <= PR <= min(N, D) (up to rounding).
+    """
+    if outputs.dim() < 2:
+        raise ValueError(f"participation_ratio needs [..., N, D], got shape {tuple(outputs.shape)}")
+    s = torch.linalg.svdvals(outputs.to(torch.float64))
+    s2 = s * s
+    p = s2 / s2.sum(-1, keepdim=True).clamp(min=_SUM_FLOOR)
+    entropy = -(p * torch.log(p + _LOG_FLOOR)).sum(-1)
+    return torch.exp(entropy)
+
+
+def is_elevated(pr: float, d_head: int, fraction: float = 0.1) -> bool:
+    """SPEC 3's "elevated PR": the head uses at least ``fraction`` of its dimensions beyond one."""
+    return pr - 1.0 >= fraction * (d_head - 1)
