@@ -24,6 +24,10 @@ def heads_by_layer(heads: Iterable[str]) -> dict[int, list[int]]:
 @contextlib.contextmanager
 def ablated(model: nn.Module, heads: Iterable[str]) -> Iterator[None]:
     """Within the block, the given heads contribute zero to their layer's output projection."""
+    heads = list(heads)
+    if not heads:  # the baseline: nothing to hook
+        yield
+        return
     geometry = head_geometry(model)
     projections = out_proj_modules(model)
     handles = []

@@ -1,0 +1,76 @@
+"""Group ablation zeroes exactly the chosen heads' slices of the output-projection input."""
+import pytest
+import torch
+
+from fixtures.tiny import tiny_model
+from probes.ablation import ablated, heads_by_layer, layer_heads, matched_random_heads
+from probes.architectures import head_geometry, out_proj_modules
+
+TOKENS = torch.randint(0, 300, (2, 30), generator=torch.Generator().manual_seed(3))
+
+
+def projection_inputs(model):
+    seen = {}
+    handles = [p.register_forward_pre_hook(lambda _m, a, i=i: seen.__setitem__(i, a[0].clone()))
+               for i, p in enumerate(out_proj_modules(model))]
+    return seen, handles
+
+
+@pytest.mark.parametrize("model_type", ["gpt_neox", "olmoe"])
+def test_only_chosen_slices_are_zero(model_type):
+    model = tiny_model(model_type, seed=2)
+    d = head_geometry(model).d_head
+    with torch.no_grad(), ablated(model, ["L1_H2"]):
+        seen, handles = projection_inputs(model)  # registered after ours: sees the ablated input
+        model(TOKENS)
+    for h in handles:
+        h.remove()
+    x = seen[1]
+    assert torch.all(x[..., 2 * d:3 * d] == 0)
+    assert torch.all(x[..., :2 * d].abs().sum(-1) > 0) and torch.all(x[..., 3 * d:].abs().sum(-1) > 0)
+
+
+def test_whole_layer_equals_zeroing_the_projection_input():
+    model = tiny_model("olmo", seed=4)
+    n_heads = head_geometry(model).n_heads
+    with torch.no_grad(), ablated(model, [f"L0_H{h}" for h in range(n_heads)]):
+        ablated_logits = model(TOKENS).logits
+    handle = out_proj_modules(model)[0].register_forward_pre_hook(lambda _m, a: (torch.zeros_like(a[0]),))
+    with torch.no_grad():
+        zeroed_logits = model(TOKENS).logits
+    handle.remove()
+    with torch.no_grad():
+        plain_logits = model(TOKENS).logits
+    assert torch.allclose(ablated_logits, zeroed_logits, atol=1e-6)
+    assert not torch.allclose(ablated_logits, plain_logits, atol=1e-3)
+
+
+def test_hooks_are_removed_after_the_block():
+    model = tiny_model("gpt_neox", seed=5)
+    with torch.no_grad():
+        before = model(TOKENS).logits
+        with ablated(model, ["L0_H0", "L1_H3"]):
+            pass
+        after = model(TOKENS).logits
+    assert torch.equal(before, after)
+
+
+def test_matched_random_is_disjoint_same_layers_same_counts():
+    circuit = ["L2_H1", "L2_H5", "L4_H0"]
+    random_heads = matched_random_heads(circuit, n_heads=8, seed=123)
+    assert not set(random_heads) & set(circuit)
+    assert {l: len(h) for l, h in heads_by_layer(random_heads).items()} == {2: 2, 4: 1}
+    assert random_heads == matched_random_heads(circuit, n_heads=8, seed=123)
+    # A layer with no spare heads contributes none.
+    assert matched_random_heads([f"L0_H{h}" for h in range(4)], n_heads=4) == []
+
+
+def test_layer_control_covers_whole_layers():
+    assert layer_heads(["L1_H0", "L1_H3", "L3_H2"], n_heads=4) == [f"L1_H{h}" for h in range(4)] + [f"L3_H{h}" for h in range(4)]
+
+
+def test_out_of_range_heads_are_refused():
+    model = tiny_model("gpt_neox")
+    with pytest.raises(ValueError, match="2 layers x 4 heads"):
+        with ablated(model, ["L5_H0"]):
+            pass
