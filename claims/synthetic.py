@@ -1,0 +1,183 @@
+"""Planted measurement trajectories for negative controls and unit tests.
+
+:func:`planted_trajectory` builds a model's records from a few declarative knobs (BOS fraction per
+revision, induction heads per revision, PR per head, ablation top-1s). :func:`healthy` is a
+trajectory on which every claim holds; :data:`NEGATIVE_CONTROLS` are variants of it on which one
+claim is false, each with the expectations it is judged against. Nothing here comes from the paper's
+data: the numbers are chosen only to sit clearly on one side of each claim's threshold.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from probes.record import HEAD_CLASSES, AblationResult, MeasurementRecord, TaskMetrics, head_key
+
+N_LAYERS, N_HEADS, D_HEAD = 8, 4, 64
+#: Selectivities used for planted heads: clearly above (or below) the 30x / 50x thresholds.
+STRONG, WEAK = 80.0, 1.0
+#: PR values clearly above / below the elevation bar 1 + 0.1 x (64 - 1) = 7.3 (and the 0.2 bar 13.6).
+PR_HIGH, PR_LOW = 20.0, 2.0
+
+# The healthy trajectory's final induction circuit and an extra early-only head.
+A, B, C, D = "L3_H0", "L4_H1", "L5_H2", "L6_H3"
+TOKENS = (1e8, 1e9, 3e9, 1e10, 2e10, 1e11, 1e12)
+
+
+def bos_candidates(n_layers: int = N_LAYERS, n_heads: int = N_HEADS) -> list[str]:
+    """Heads that planted BOS fractions use, last layer first: never layers 0 and 1."""
+    return [head_key(l, h) for l in range(n_layers - 1, 1, -1) for h in range(n_heads)]
+
+
+def planted_record(
+    revision: str,
+    tokens: float,
+    *,
+    model: str = "planted/model",
+    n_layers: int = N_LAYERS,
+    n_heads: int = N_HEADS,
+    d_head: int = D_HEAD,
+    induction: Sequence[str] = (),
+    bos: Sequence[str] = (),
+    pr: Mapping[str, float] | None = None,
+    with_pr: bool = True,
+) -> MeasurementRecord:
+    """One record: every selectivity WEAK except the listed induction / first-token heads (STRONG).
+
+    PR is PR_LOW for every head unless ``pr`` gives a value; ``with_pr=False`` leaves PR out.
+    """
+    table = {}
+    for l in range(n_layers):
+        for h in range(n_heads):
+            k = head_key(l, h)
+            table[k] = {c: WEAK for c in HEAD_CLASSES}
+            if k in induction:
+                table[k]["induction"] = STRONG
+            if k in bos:
+                table[k]["first-token"] = STRONG
+    prs = None
+    if with_pr:
+        prs = {k: PR_LOW for k in table}
+        prs.update(pr or {})
+    return MeasurementRecord(
+        model=model, revision=revision, tokens_seen=float(tokens), n_layers=n_layers, n_heads=n_heads,
+        d_head=d_head, all_head_selectivity=table, pr=prs, provenance={"source": "planted"},
+    )
+
+
+@dataclass(frozen=True)
+class Ablations:
+    """Top-1 of the final revision: baseline, circuit ablated, matched random ablated."""
+
+    baseline: float = 0.05
+    circuit: float = 0.002
+    random: float | None = 0.04
+
+
+def _metrics(top1: float) -> TaskMetrics:
+    return TaskMetrics(loss=1.0, top1=top1, top5=min(1.0, 2 * top1), mean_logit_target=1.0)
+
+
+def planted_trajectory(
+    tokens: Sequence[float] = TOKENS,
+    *,
+    bos_fractions: Sequence[float],
+    induction_sets: Sequence[Sequence[str]],
+    pr: Mapping[str, Sequence[float]] | None = None,
+    extra_bos: Mapping[int, Sequence[str]] | None = None,
+    ablations: Ablations | None = Ablations(),
+    model: str = "planted/model",
+    with_pr: bool = True,
+) -> list[MeasurementRecord]:
+    """Records at ``tokens``: BOS heads filling ``bos_fractions`` (from layers >= 2), induction
+    heads per revision, PR per head per revision, and (optionally) ablations on the last revision."""
+    n = len(tokens)
+    if len(bos_fractions) != n or len(induction_sets) != n:
+        raise ValueError("one BOS fraction and one induction set per revision")
+    candidates = bos_candidates()
+    total = N_LAYERS * N_HEADS
+    records = []
+    for i, t in enumerate(tokens):
+        k = round(bos_fractions[i] * total)
+        if k > len(candidates):
+            raise ValueError(f"BOS fraction {bos_fractions[i]} needs {k} heads, only {len(candidates)} outside L0/L1")
+        bos = candidates[:k] + list((extra_bos or {}).get(i, ()))
+        rec_pr = {h: v[i] for h, v in (pr or {}).items()}
+        records.append(planted_record(f"step{i}", t, model=model, induction=induction_sets[i], bos=bos,
+                                      pr=rec_pr, with_pr=with_pr))
+    if ablations is not None:
+        final = records[-1]
+        final.task = _metrics(ablations.baseline)
+        circuit = tuple(sorted(induction_sets[-1]))
+        final.ablations = [AblationResult("induction_circuit", circuit, _metrics(ablations.circuit))]
+        if ablations.random is not None:
+            final.ablations.append(AblationResult("matched_random", ("L2_H0", "L2_H1", "L2_H2"), _metrics(ablations.random)))
+    return records
+
+
+# ---- the healthy trajectory and its negative controls -----------------------------------------
+
+#: Every claim holds: a ramp BOS curve reaching 50% at 2e10 tokens, three induction heads at 1e9
+#: (ratio 20), 2 of the final 3 found at 1e9 (0.1% of training), PR elevated before each crossing.
+HEALTHY = dict(
+    bos_fractions=(0.0, 0.0625, 0.1875, 0.3125, 0.5, 0.625, 0.75),
+    induction_sets=((), (A, B, D), (A, B, D), (A, B), (A, B), (A, B, C), (A, B, C)),
+    pr={A: (PR_HIGH,) * 7, B: (PR_LOW,) + (PR_HIGH,) * 6, C: (PR_LOW,) * 3 + (PR_HIGH,) * 4},
+)
+HEALTHY_EXPECT = {"bos_shape": "ramp", "dclm": True}
+
+
+def healthy(**overrides: Any) -> list[MeasurementRecord]:
+    """The healthy trajectory, with any knob of :func:`planted_trajectory` overridden."""
+    return planted_trajectory(**{**HEALTHY, **overrides})
+
+
+@dataclass(frozen=True)
+class NegativeControl:
+    """A planted trajectory on which ``claim`` is false, judged with ``expect``."""
+
+    name: str
+    claim: str
+    what: str
+    build: Any  # () -> list[MeasurementRecord]
+    expect: Mapping[str, Any] = field(default_factory=lambda: dict(HEALTHY_EXPECT))
+
+    def records(self) -> list[MeasurementRecord]:
+        return self.build()
+
+
+NEGATIVE_CONTROLS: dict[str, NegativeControl] = {
+    c.name: c
+    for c in (
+        NegativeControl("bos_head_in_layer_0", "F1", "a BOS head in layer 0 at step2",
+                        lambda: healthy(extra_bos={2: ("L0_H1",)})),
+        NegativeControl("bos_head_in_layer_1_final", "F1", "a BOS head in layer 1 at the final revision",
+                        lambda: healthy(extra_bos={6: ("L1_H3",)})),
+        NegativeControl("step_for_declared_ramp", "F2", "a step-shaped BOS curve for a model declared ramp",
+                        lambda: healthy(bos_fractions=(0.0, 0.0, 0.0, 0.0625, 0.625, 0.6875, 0.75))),
+        NegativeControl("ramp_for_declared_step", "F2", "a ramp BOS curve for a model declared step",
+                        lambda: healthy(), expect={"bos_shape": "step", "dclm": True}),
+        NegativeControl("bos_before_induction", "F3", "BOS fraction >= 50% before 3 induction heads form",
+                        lambda: healthy(bos_fractions=(0.0, 0.5, 0.5625, 0.625, 0.6875, 0.75, 0.75),
+                                        induction_sets=((), (), (), (A, B, C), (A, B, C), (A, B, C), (A, B, C)))),
+        NegativeControl("bos_never_forms", "F3", "a DCLM model whose BOS fraction never reaches 50%",
+                        lambda: healthy(bos_fractions=(0.0, 0.0625, 0.125, 0.1875, 0.25, 0.3125, 0.375))),
+        NegativeControl("circuit_only_at_end", "F4", "the final circuit is found only at the final revision",
+                        lambda: healthy(induction_sets=((), (D,), (D,), (D,), (D,), (D,), (A, B, C)))),
+        NegativeControl("pr_rises_after_crossing", "F5", "head C crosses 50x at step5 but its PR rises at step6",
+                        lambda: healthy(pr={**HEALTHY["pr"], C: (PR_LOW,) * 6 + (PR_HIGH,)})),
+        NegativeControl("pr_never_elevated", "F5", "head A crosses 50x but its PR is never elevated",
+                        lambda: healthy(pr={**HEALTHY["pr"], A: (PR_LOW,) * 7})),
+        NegativeControl("ablation_no_worse_than_random", "causal",
+                        "ablating the circuit hurts top-1 no more than the matched-random control",
+                        lambda: healthy(ablations=Ablations(baseline=0.05, circuit=0.01, random=0.005))),
+        NegativeControl("ablation_barely_hurts", "causal", "ablating the circuit leaves 60% of baseline top-1",
+                        lambda: healthy(ablations=Ablations(baseline=0.05, circuit=0.03, random=0.045))),
+    )
+}
+
+
+def controls_for(claim: str) -> list[NegativeControl]:
+    """The negative controls of one claim."""
+    return [c for c in NEGATIVE_CONTROLS.values() if c.claim == claim]

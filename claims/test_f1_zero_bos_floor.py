@@ -1,0 +1,38 @@
+"""F1: at every revision, no BOS head (first-token selectivity >= 30) in layers 0 and 1.
+
+Per (model, revision). Negative controls: planted BOS heads in layer 0 and in layer 1.
+"""
+from __future__ import annotations
+
+import pytest
+
+from claims.check import check_verdict
+from claims.judge import judge_f1, judge_f1_revision
+from claims.synthetic import controls_for
+
+
+def test_f1_no_bos_head_in_layers_0_1(request, model_entry, revision, revision_record):
+    verdict = judge_f1_revision(revision_record)
+    check_verdict(request, model_entry, "F1", verdict)
+
+
+# ---- negative controls: the judge must report failure ------------------------------------------
+
+
+@pytest.mark.parametrize("control", controls_for("F1"), ids=lambda c: c.name)
+def test_negative_control_f1_fails(control):
+    records = control.records()
+    verdict = judge_f1(records)
+    assert verdict["holds"] is False, f"{control.what}: F1 judged to hold ({verdict['message']})"
+    planted = {(v["revision"], h) for v in verdict["violations"] for h in v["heads"]}
+    assert len(planted) == 1, f"expected exactly the planted head, got {planted}"
+    bad = [r for r in records if not judge_f1_revision(r)["holds"]]
+    assert [r.revision for r in bad] == [v["revision"] for v in verdict["violations"]]
+    assert "L0_H1" in verdict["message"] or "L1_H3" in verdict["message"], verdict["message"]
+
+
+def test_negative_control_f1_bos_head_in_layer_2_is_allowed():
+    """The floor is about layers 0 and 1 only: a BOS head in layer 2 is not a violation."""
+    from claims.synthetic import healthy
+
+    assert judge_f1(healthy(extra_bos={2: ("L2_H0",)}))["holds"] is True

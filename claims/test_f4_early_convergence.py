@@ -1,0 +1,29 @@
+"""F4: the first revision whose recall of the final induction circuit is >= 2/3 lies within 2.5% of
+total training tokens. Reports the computed revision and the paper table's (panel ``paper_f4_tokens``).
+
+Per model. Negative control: a circuit found only at the final revision.
+"""
+from __future__ import annotations
+
+import pytest
+
+from claims.check import check_verdict, expectations_of, report, total_tokens_of
+from claims.judge import judge_f4
+from claims.synthetic import controls_for
+
+
+def test_f4_screen_converges_early(request, record_property, model_entry, model_records):
+    verdict = judge_f4(model_records, expectations_of(model_entry), total_tokens_of(model_entry))
+    report(record_property, "F4_computed", verdict["computed"])
+    report(record_property, "F4_paper_table", verdict["paper_table"])
+    check_verdict(request, model_entry, "F4", verdict)
+
+
+# ---- negative controls ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("control", controls_for("F4"), ids=lambda c: c.name)
+def test_negative_control_f4_fails(control):
+    verdict = judge_f4(control.records(), control.expect)
+    assert verdict["holds"] is False, f"{control.what}: F4 judged to hold ({verdict['message']})"
+    assert verdict["computed"]["fraction_of_total"] == pytest.approx(1.0)

@@ -1,0 +1,40 @@
+"""F5: for every final induction head, PR is elevated (PR - 1 >= 0.1 x (d_head - 1)) at or before the
+first revision where its induction selectivity reaches 50.
+
+Per model. Sensitivity at elevation fractions 0.05 / 0.1 / 0.2 is reported, not asserted.
+Negative controls: PR rising only after the crossing; PR never elevated.
+"""
+from __future__ import annotations
+
+import pytest
+
+from claims.check import check_verdict, report
+from claims.judge import judge_f5
+from claims.synthetic import controls_for
+
+
+def test_f5_pr_elevated_before_crossing(request, record_property, model_entry, model_records):
+    verdict = judge_f5(model_records)
+    report(record_property, "F5_heads", [(h["head"], (h["elevated"] or {}).get("revision"),
+                                          (h["crossed"] or {}).get("revision"), h["lead"]) for h in verdict["heads"]])
+    report(record_property, "F5_sensitivity_fraction",
+           {f: f"{s['passing']}/{s['heads']}" for f, s in verdict["sensitivity"].items()})
+    check_verdict(request, model_entry, "F5", verdict)
+
+
+# ---- negative controls ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("control", controls_for("F5"), ids=lambda c: c.name)
+def test_negative_control_f5_fails(control):
+    verdict = judge_f5(control.records())
+    assert verdict["holds"] is False, f"{control.what}: F5 judged to hold ({verdict['message']})"
+    assert len(verdict["failing"]) == 1, verdict["failing"]
+    assert verdict["failing"][0] in verdict["message"]
+
+
+def test_negative_control_f5_without_pr_is_not_judged():
+    from claims.synthetic import healthy
+
+    verdict = judge_f5(healthy(with_pr=False))
+    assert verdict["holds"] is None and "no per-head PR" in verdict["message"]
