@@ -1,7 +1,8 @@
 """``headwatch judge``: judge F1-F5 and the causal check, print the verdicts, write them as JSON.
 
 Records come from the panel (``--panel``, default ``published``: the author's measurements in
-fixtures/published) or from a folder (``--reference-dir DIR``) in the author's format or our
+fixtures/published; other sources through fixtures.provider, i.e. the measurement cache, measuring
+what is missing) or from a folder (``--reference-dir DIR``) in the author's format or our
 converted one. A model from a folder is matched to its panel entry by repo id, which supplies its
 expectations; an unmatched model is judged with none (shape and DCLM claims then say n/a).
 The verdicts are :func:`claims.judge.judge_model`'s, the same the claim tests assert.
@@ -28,6 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="judge the models in DIR (the author's file format, or a converted copy)")
     parser.add_argument("--models", nargs="+", default=None, metavar="M",
                         help="only these models (short names or repo ids)")
+    parser.add_argument("--cache-dir", default=None, metavar="DIR",
+                        help="headwatch cache for models that are measured, not published (default as in pytest)")
     parser.add_argument("--json", default=None, metavar="OUT", help="write the verdicts to OUT as JSON")
 
 
@@ -52,29 +55,21 @@ def _records_from_reference(src: str, panel_arg: str | None) -> list[tuple[str, 
     return out
 
 
-def _records_from_panel(panel_arg: str | None) -> list[tuple[str, list[MeasurementRecord], Any]]:
+def _records_from_panel(panel_arg: str | None, cache_dir: str | None) -> list[tuple[str, list[MeasurementRecord], Any]]:
+    """Records of every panel model through the same provider the claim tests use: published files
+    for ``reference`` models, the measurement cache (measuring what is missing) for the others."""
+    from fixtures import provider
     from fixtures.panels import load_panel
-    from fixtures.reference import load_published
 
-    out = []
-    for m in load_panel(panel_arg or DEFAULT_PANEL).models:
-        if m.source == "reference":
-            records = load_published(m.repo)
-            if m.revisions:  # the panel may pick a subset of the published revisions
-                records = [r for r in records if r.revision in set(m.revisions)]
-        else:
-            try:
-                from fixtures.provider import cached_records  # measurements already in the cache
-            except ImportError:
-                raise SystemExit(f"error: model {m.name} ({m.source}) needs fixtures.provider.cached_records, "
-                                 "which this checkout lacks; run the claim tests to measure it") from None
-            records = cached_records(m)
-        out.append((m.repo, records, m))
-    return out
+    options = provider.ProviderOptions(
+        cache_dir=Path(cache_dir).expanduser().resolve() if cache_dir else provider.default_cache_dir())
+    return [(m.repo, provider.model_records(m, options), m) for m in load_panel(panel_arg or DEFAULT_PANEL).models]
 
 
 def run(args: argparse.Namespace) -> int:
     """Print every model's verdicts; return 1 if a claim fails that the panel did not declare."""
+    from fixtures.cache import CacheError
+    from fixtures.loading import LoadingError
     from fixtures.panels import PanelError
     from fixtures.reference import ReferenceFormatError
 
@@ -85,8 +80,8 @@ def run(args: argparse.Namespace) -> int:
                 return 2
             models = _records_from_reference(args.reference_dir, args.panel)
         else:
-            models = _records_from_panel(args.panel)
-    except (PanelError, ReferenceFormatError, KeyError, FileNotFoundError) as e:
+            models = _records_from_panel(args.panel, args.cache_dir)
+    except (PanelError, ReferenceFormatError, LoadingError, CacheError, KeyError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if args.models:

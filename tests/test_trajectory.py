@@ -1,0 +1,230 @@
+"""Unit and property tests of claims/trajectory.py on planted records (no model, no data files)."""
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from claims import trajectory as T
+from claims.judge import judge_model
+from claims.synthetic import (
+    A, B, C, D, D_HEAD, HEALTHY, HEALTHY_EXPECT, PR_HIGH, PR_LOW, TOKENS, Ablations, bos_candidates, healthy,
+    planted_record, planted_trajectory,
+)
+from fixtures.reference import tokens_from_revision
+
+FAST = settings(max_examples=40, deadline=None)
+
+
+# ---- tokens and ordering -----------------------------------------------------------------------
+
+
+def test_tokens_from_revision_names():
+    assert tokens_from_revision("EleutherAI/pythia-1b", "step3000") == 3000 * 2_097_152
+    assert tokens_from_revision("allenai/OLMo-1B-0724-hf", "step11000-tokens23B") == 23e9
+    assert tokens_from_revision("allenai/OLMoE-1B-7B-0924", "step5000-tokens20B") == 20e9
+    assert tokens_from_revision("org/m", "step10-tokens1.5M") == 1.5e6
+    assert tokens_from_revision("org/other-model", "step10") is None  # no rule for a bare step
+
+
+def test_tokens_per_revision_sorts_by_tokens():
+    recs = healthy()
+    shuffled = recs[::-1]
+    pts = T.tokens_per_revision(shuffled)
+    assert [p.tokens for p in pts] == list(TOKENS)
+    assert [p.index for p in pts] == list(range(len(TOKENS)))
+
+
+def test_by_tokens_refuses_bad_trajectories():
+    recs = healthy()
+    with pytest.raises(ValueError, match="no measurement records"):
+        T.by_tokens([])
+    other = planted_record("x", 5e9, model="other/model")
+    with pytest.raises(ValueError, match="several models"):
+        T.by_tokens(recs + [other])
+    unknown = planted_record("stepX", 1.0)
+    unknown.tokens_seen = None
+    with pytest.raises(ValueError, match="tokens seen unknown"):
+        T.by_tokens(recs + [unknown])
+    with pytest.raises(ValueError, match="appears twice"):
+        T.by_tokens(recs + [planted_record("step0", 7e12)])
+
+
+@FAST
+@given(st.randoms(use_true_random=False))
+def test_verdicts_do_not_depend_on_record_order(rnd: random.Random):
+    recs = healthy()
+    shuffled = recs[:]
+    rnd.shuffle(shuffled)
+    assert judge_model(shuffled, HEALTHY_EXPECT) == judge_model(recs, HEALTHY_EXPECT)
+
+
+# ---- F1 ----------------------------------------------------------------------------------------
+
+
+def test_early_layer_bos_heads_finds_only_layers_0_1():
+    rec = planted_record("s", 1.0, bos=("L0_H2", "L1_H0", "L2_H0", "L7_H3"))
+    assert T.early_layer_bos_heads(rec) == ["L0_H2", "L1_H0"]
+    assert T.early_layer_bos_heads(rec, layers=(2,)) == ["L2_H0"]
+    # the threshold is inclusive (>= 30)
+    rec.all_head_selectivity["L0_H0"]["first-token"] = 30.0
+    rec.all_head_selectivity["L0_H1"]["first-token"] = 29.999
+    assert "L0_H0" in T.early_layer_bos_heads(rec) and "L0_H1" not in T.early_layer_bos_heads(rec)
+
+
+# ---- shape -------------------------------------------------------------------------------------
+
+
+def test_series_shape_examples():
+    assert T.series_shape([0, 0.1, 0.2, 0.3, 0.4]).shape == "ramp"
+    step = T.series_shape([0.0, 0.07, 0.70, 0.78, 0.81])
+    assert step.shape == "step" and step.rise_at == 2 and step.largest_rise == pytest.approx(0.63)
+    assert T.series_shape([0.0, 0.5, 1.0]).shape == "step"  # exactly 50% of the rise counts as a step
+    assert T.series_shape([0.3, 0.3, 0.3]).shape == "flat"
+    assert T.series_shape([0.5, 0.2]).shape == "flat"
+    assert T.series_shape([0.4]).shape == "flat"
+
+
+series_st = st.lists(st.floats(0, 1, allow_nan=False), min_size=2, max_size=12)
+
+
+@FAST
+@given(series_st, st.floats(0.1, 10), st.floats(-1, 1))
+def test_series_shape_is_invariant_to_positive_affine_maps(values, scale, shift):
+    a = T.series_shape(values)
+    b = T.series_shape([scale * v + shift for v in values])
+    if a.share is not None and abs(a.share - 0.5) > 1e-6:  # away from the rounding edge
+        assert a.shape == b.shape
+
+
+@FAST
+@given(series_st)
+def test_series_shape_definition(values):
+    res = T.series_shape(values)
+    rises = [values[i] - values[i - 1] for i in range(1, len(values))]
+    total = values[-1] - values[0]
+    if total <= 0:
+        assert res.shape == "flat"
+    else:
+        assert res.largest_rise == pytest.approx(max(rises))
+        assert res.shape == ("step" if max(rises) >= 0.5 * total else "ramp")
+        assert 0 < res.share <= 1 + 1e-9 or max(rises) > total
+
+
+# ---- milestones --------------------------------------------------------------------------------
+
+fraction_st = st.integers(0, 24).map(lambda k: k / 32)
+pool = [A, B, C, D, "L2_H1", "L7_H2"]
+set_st = st.lists(st.sampled_from(pool), unique=True, max_size=len(pool))
+
+
+@st.composite
+def trajectories(draw):
+    n = draw(st.integers(2, 7))
+    return planted_trajectory(
+        TOKENS[:n],
+        bos_fractions=[draw(fraction_st) for _ in range(n)],
+        induction_sets=[draw(set_st) for _ in range(n)],
+        pr={h: [draw(st.sampled_from([PR_LOW, PR_HIGH])) for _ in range(n)] for h in pool},
+        ablations=None,
+    )
+
+
+@FAST
+@given(trajectories())
+def test_milestones_are_monotone_in_their_thresholds(recs):
+    def tok(m):
+        return float("inf") if m.tokens is None else m.tokens
+
+    assert tok(T.t_induction(recs, 1)) <= tok(T.t_induction(recs, 3)) <= tok(T.t_induction(recs, 5))
+    assert tok(T.t_bos50(recs, 0.25)) <= tok(T.t_bos50(recs, 0.5)) <= tok(T.t_bos50(recs, 0.75))
+    sep = T.induction_bos_separation(recs)
+    if sep.ratio is not None:
+        assert sep.ratio == pytest.approx(sep.bos.tokens / sep.induction.tokens)
+
+
+def test_milestones_on_the_healthy_trajectory():
+    recs = healthy()
+    assert T.t_induction(recs).revision == "step1"
+    assert T.t_induction(recs, min_heads=4).point is None
+    assert T.t_bos50(recs).revision == "step4"
+    assert T.induction_bos_separation(recs).ratio == pytest.approx(2e10 / 1e9)
+    assert T.bos_fraction_series(recs) == list(HEALTHY["bos_fractions"])
+
+
+# ---- recall ------------------------------------------------------------------------------------
+
+
+@FAST
+@given(trajectories())
+def test_recall_is_a_fraction_and_complete_at_the_end(recs):
+    final, series = T.recall_series(recs)
+    if not final:
+        assert series == []
+        return
+    assert all(0 <= p.recall <= 1 for p in series)
+    assert series[-1].recall == 1
+    conv = T.first_recall_at_least(recs)
+    assert conv.point is not None and conv.fraction_of_total <= 1
+    assert all(p.recall < 2 / 3 - 1e-9 for p in series[: conv.point.point.index])
+
+
+def test_recall_two_of_three_reaches_two_thirds():
+    conv = T.first_recall_at_least(healthy())
+    assert conv.final_circuit == (A, B, C)
+    assert conv.point.point.revision == "step1" and conv.point.found == (A, B)
+    assert conv.fraction_of_total == pytest.approx(1e9 / 1e12)
+    assert T.first_recall_at_least(healthy(), total_tokens=2e12).fraction_of_total == pytest.approx(0.0005)
+
+
+# ---- PR elevation ------------------------------------------------------------------------------
+
+
+def test_pr_elevation_boundary():
+    bar = 1 + 0.1 * (D_HEAD - 1)
+    assert T.pr_elevated(bar, D_HEAD) and not T.pr_elevated(bar - 1e-6, D_HEAD)
+    assert T.pr_elevated(1.0, D_HEAD, fraction=0.0)
+
+
+@FAST
+@given(trajectories(), st.sampled_from([0.05, 0.1, 0.2]))
+def test_head_lead_holds_iff_elevated_no_later_than_crossing(recs, fraction):
+    res = T.pr_lead(recs, fraction)
+    for lead in res.heads:
+        assert lead.crossed is not None  # final circuit heads cross at the latest at the end
+        expected = lead.elevated is not None and lead.elevated.index <= lead.crossed.index
+        assert lead.holds == expected
+        assert (lead.head in res.failing) == (not expected)
+
+
+def test_head_lead_on_the_healthy_trajectory():
+    res = T.pr_lead(healthy())
+    by_head = {l.head: l for l in res.heads}
+    assert res.holds and set(by_head) == {A, B, C}
+    assert by_head[C].elevated.revision == "step3" and by_head[C].crossed.revision == "step5"
+    assert by_head[C].lead == pytest.approx(1e11 / 1e10)
+
+
+def test_head_lead_needs_pr():
+    with pytest.raises(ValueError, match="no PR"):
+        T.head_lead(healthy(with_pr=False), A)
+    assert not T.has_pr(healthy(with_pr=False))
+
+
+# ---- ablation ----------------------------------------------------------------------------------
+
+
+def test_ablation_verdict_boundaries():
+    at_bar = healthy(ablations=Ablations(baseline=0.04, circuit=0.01, random=0.02))
+    v = T.ablation_verdict(at_bar[-1])
+    assert v.cuts_enough and v.beats_random and v.holds and v.share_of_baseline == pytest.approx(0.25)
+    equal_random = healthy(ablations=Ablations(baseline=0.04, circuit=0.005, random=0.005))
+    assert not T.ablation_verdict(equal_random[-1]).holds  # must be strictly below random
+    assert T.ablation_verdict(healthy(ablations=None)[-1]) is None
+    assert T.last_with_ablations(healthy(ablations=None)) is None
+
+
+def test_bos_candidates_avoid_layers_0_and_1():
+    assert all(not h.startswith(("L0_", "L1_")) for h in bos_candidates())
