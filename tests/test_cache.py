@@ -1,0 +1,256 @@
+"""The measurement cache: keys, atomic entries, corruption, refresh, locking across processes,
+resuming an interrupted panel run, and a warm cache that loads no model."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import warnings
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from fixtures import cache as cache_mod
+from fixtures import loading, provider
+from fixtures.cache import CacheKey, CacheNotWritable, CorruptEntryWarning, MeasurementCache
+from fixtures.panels import load_panel
+from probes.record import MeasurementRecord, ProbeSettings
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def record(revision: str = "step1", value: float = 1.0) -> MeasurementRecord:
+    return MeasurementRecord(
+        model="org/m", revision=revision, tokens_seen=None, n_layers=1, n_heads=1, d_head=4,
+        all_head_selectivity={"L0_H0": {"induction": value}}, settings=ProbeSettings(n_examples=4),
+    )
+
+
+def key(revision: str = "step1", identity: str = "c" * 40, **settings) -> CacheKey:
+    return CacheKey.make("org/m", revision, identity, ProbeSettings(**settings))
+
+
+# ---- keys ----------------------------------------------------------------------------------------
+
+
+def test_key_covers_what_changes_numbers():
+    base = key()
+    assert key().digest() == base.digest()
+    assert key(identity="d" * 40).digest() != base.digest()
+    assert key(revision="step2").digest() != base.digest()
+    assert key(n_examples=100).digest() != base.digest()
+    assert key(dtype="float16").digest() != base.digest()
+    assert key(batch_size=64).digest() == base.digest()  # batch size does not change numbers
+    assert replace(base, probe_version="v2").digest() != base.digest()
+    assert cache_mod.probe_code_version().startswith(("v", "src-"))
+
+
+def test_hit_after_compute(tmp_path):
+    c = MeasurementCache(tmp_path)
+    calls = []
+    first = c.get_or_compute(key(), lambda: calls.append(1) or record())
+    second = c.get_or_compute(key(), lambda: calls.append(1) or record())
+    assert (first.status, second.status, len(calls)) == ("computed", "hit", 1)
+    assert second.record.to_dict() == first.record.to_dict()
+    assert c.lookup(key(n_examples=3)) is None
+
+
+def test_corrupt_entry_is_reported_and_recomputed(tmp_path):
+    c = MeasurementCache(tmp_path)
+    path = c.get_or_compute(key(), record).path
+    path.write_text('{"schema": "headwatch.cache-entry/1", "key": ')  # torn by hand
+    with pytest.warns(CorruptEntryWarning, match=r"corrupt measurement cache entry .*recomputing"):
+        result = c.get_or_compute(key(), lambda: record(value=2.0))
+    assert result.status == "recomputed-corrupt"
+    assert result.record.all_head_selectivity["L0_H0"]["induction"] == 2.0
+    assert path.with_name(path.name + ".corrupt").exists()
+    assert c.stats.corrupt == 1 and c.get_or_compute(key(), record).status == "hit"
+
+
+def test_entry_for_another_key_is_corrupt(tmp_path):
+    c = MeasurementCache(tmp_path)
+    path = c.get_or_compute(key(), record).path
+    entry = json.loads(path.read_text())
+    entry["key"]["revision"] = "other"
+    path.write_text(json.dumps(entry))
+    with pytest.warns(CorruptEntryWarning, match="does not match"):
+        assert c.lookup(key()) is None
+
+
+def test_refresh_recomputes_only_entries_older_than_the_run(tmp_path):
+    c = MeasurementCache(tmp_path)
+    c.get_or_compute(key("old"), record)
+    since = time.time() + 0.01
+    time.sleep(0.02)
+    c.get_or_compute(key("new"), record)  # written by another worker during this refresh run
+    assert c.get_or_compute(key("old"), record, refresh_since=since).status == "refreshed"
+    assert c.get_or_compute(key("new"), record, refresh_since=since).status == "hit"
+
+
+def test_cache_folder_not_writable(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.raises(CacheNotWritable, match=r"cannot be created.*--cache-dir"):
+        MeasurementCache(blocker / "measurements")
+    if os.geteuid() != 0:  # root writes anywhere; the permission case needs an ordinary user
+        ro = tmp_path / "ro"
+        ro.mkdir()
+        ro.chmod(0o500)
+        try:
+            with pytest.raises(CacheNotWritable, match="not writable"):
+                MeasurementCache(ro)
+        finally:
+            ro.chmod(0o700)
+
+
+def test_conftest_rejects_unwritable_cache_dir(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "conftest", "-p", "no:cacheprovider", "-p", "no:xdist",
+         "--collect-only", "-q", "--panel", "organisms", "--cache-dir", str(blocker / "c"), str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert out.returncode == 4, out.stdout + out.stderr
+    assert "cannot be created" in out.stderr and "--cache-dir" in out.stderr
+
+
+# ---- processes -----------------------------------------------------------------------------------
+
+RACE = textwrap.dedent("""
+    import os, sys, time
+    sys.path.insert(0, {root!r})
+    from fixtures.cache import CacheKey, MeasurementCache
+    from probes.record import MeasurementRecord, ProbeSettings
+    log, root = sys.argv[1], sys.argv[2]
+    while not os.path.exists(os.path.join(root, "go")):
+        time.sleep(0.01)
+    def compute():
+        with open(log, "a") as f:
+            f.write(f"{{os.getpid()}}\\n")
+        time.sleep(1.0)
+        return MeasurementRecord("org/m", "step1", None, 1, 1, 4, {{"L0_H0": {{"induction": float(os.getpid())}}}})
+    r = MeasurementCache(root).get_or_compute(CacheKey.make("org/m", "step1", "c" * 40, ProbeSettings()), compute)
+    print(r.status, r.record.all_head_selectivity["L0_H0"]["induction"], r.waited)
+""")
+
+
+def test_two_processes_compute_one_entry_once(tmp_path):
+    script = tmp_path / "race.py"
+    script.write_text(RACE.format(root=str(ROOT)))
+    log = tmp_path / "log"
+    procs = [subprocess.Popen([sys.executable, str(script), str(log), str(tmp_path / "c")],
+                              stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    time.sleep(0.5)
+    (tmp_path / "c").mkdir(exist_ok=True)
+    (tmp_path / "c" / "go").write_text("")
+    outs = [p.communicate(timeout=60)[0].split() for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    assert len(log.read_text().split()) == 1  # computed once
+    assert sorted(o[0] for o in outs) == ["computed", "hit"]
+    assert outs[0][1] == outs[1][1]  # both see the one result
+    assert [o[2] for o in outs if o[0] == "hit"] == ["True"]  # the second waited on the lock
+
+
+PANEL_RUN = textwrap.dedent("""
+    import sys, time
+    sys.path.insert(0, {root!r})
+    from fixtures import provider
+    from fixtures.panels import load_panel
+    from probes.measure import measure
+    panel_file, cache_dir, log = sys.argv[1:4]
+    def slow_measure(model, settings, **kw):
+        with open(log, "a") as f:
+            f.write(kw["revision"] + "\\n")
+        time.sleep(1.5)
+        return measure(model, settings, **kw)
+    pm = load_panel(panel_file).models[0]
+    opts = provider.ProviderOptions(cache_dir=cache_dir, device="cpu", progress=False, measure_fn=slow_measure)
+    records = provider.model_records(pm, opts)
+    print("done", len(records))
+""")
+
+
+def test_interrupted_panel_run_resumes_with_only_the_missing_entries(tmp_path):
+    from fixtures.tiny import tiny_model
+
+    revisions = ["step0", "step1", "step2", "step3", "step4"]
+    for i, rev in enumerate(revisions):
+        tiny_model("gpt_neox", seed=i, attn_implementation="eager").save_pretrained(tmp_path / "ckpt" / rev)
+    panel_file = tmp_path / "p.toml"
+    panel_file.write_text(
+        f'[[models]]\nname = "m"\nrepo = "ckpt"\nsource = "local"\nrevisions = {json.dumps(revisions)}\n'
+        "tokens = { per_step = 10 }\n[models.probe]\nn_examples = 8\nseq_len = 64\nvocab_lo = 16\n"
+        "vocab_hi = 300\nn_pr = 8\n"
+    )
+    script = tmp_path / "run.py"
+    script.write_text(PANEL_RUN.format(root=str(ROOT)))
+    cache_dir, log = tmp_path / "cache", tmp_path / "log"
+    args = [sys.executable, str(script), str(panel_file), str(cache_dir), str(log)]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    entries = lambda: sorted(cache_dir.glob("measurements/*/*.json"))
+    deadline = time.time() + 240
+    while len(entries()) < 2 and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)  # mid-run: some entries done, one in flight
+    proc.wait()
+    done_before = len(entries())
+    started_before = log.read_text().split()
+    assert 2 <= done_before < len(revisions), (done_before, proc.stderr.read())
+    assert not list(cache_dir.glob("measurements/*/.*.tmp"))  # no torn entry left behind
+
+    out = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "done 5" in out.stdout
+    rerun = log.read_text().split()[len(started_before):]
+    assert len(rerun) == len(revisions) - done_before  # only the missing ones
+    assert set(rerun).isdisjoint(started_before[:done_before])
+    assert len(entries()) == len(revisions)
+
+
+# ---- the provider on a warm cache ----------------------------------------------------------------
+
+
+def test_warm_cache_loads_no_model(tmp_path, monkeypatch):
+    from fixtures.tiny import tiny_model
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    for i, rev in enumerate(["step0", "step8"]):
+        tiny_model("olmo", seed=i, attn_implementation="eager").save_pretrained(tmp_path / "ck" / rev)
+    panel_file = tmp_path / "p.toml"
+    panel_file.write_text(
+        '[[models]]\nname = "m"\nrepo = "ck"\nsource = "local"\nrevisions = ["step0", "step8"]\n'
+        "tokens = { per_step = 10 }\n[models.probe]\nn_examples = 8\nseq_len = 64\nvocab_lo = 16\n"
+        "vocab_hi = 300\nn_pr = 8\n"
+    )
+    pm = load_panel(panel_file).models[0]
+    opts = provider.ProviderOptions(cache_dir=tmp_path / "c", device="cpu", progress=False)
+    provider.clear_memo()
+    t0 = time.perf_counter()
+    cold = provider.model_records(pm, opts)
+    cold_s = time.perf_counter() - t0
+
+    provider.clear_memo()  # a new session: nothing in memory, everything on disk
+
+    def no_loading(*a, **k):
+        raise AssertionError("a warm cache must not load a model")
+
+    monkeypatch.setattr(loading, "load_checkpoint", no_loading)
+    t0 = time.perf_counter()
+    warm = provider.model_records(pm, opts)
+    warm_s = time.perf_counter() - t0
+    assert [r.to_dict() for r in warm] == [r.to_dict() for r in cold]
+    assert provider.describe_cache(opts)["hits"] == 2
+    print(f"cold {cold_s:.2f} s, warm {warm_s:.3f} s")
+
+    # --refresh recomputes (and so would load): the flag reaches the cache
+    provider.clear_memo()
+    with pytest.raises(AssertionError, match="must not load"):
+        provider.model_records(pm, replace(opts, refresh=True, refresh_since=time.time() + 1))

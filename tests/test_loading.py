@@ -1,0 +1,244 @@
+"""Revision resolution and loading, offline, from a Hub-format cache of tiny random-init models.
+
+The cache is built in a temporary folder with the layout huggingface_hub keeps
+(``models--org--name/refs/<revision>``, ``snapshots/<commit>/``); checkpoints are then loaded by
+repo id and revision through the provider, the very path the paper panel takes.
+"""
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import pytest
+
+from fixtures import loading, provider
+from fixtures.hubcache import repo_folder, save_revision, save_tiny_revisions
+from fixtures.panels import PanelError, load_panel, parse_panel
+
+TINY_PROBE = """
+[models.probe]
+n_examples = 8
+seq_len = 64
+vocab_lo = 16
+vocab_hi = 300
+n_pr = 8
+"""
+
+REPOS = {
+    # step10 and step20 share a seed: identical weights under two branch names
+    "tiny-org/neox": ("gpt_neox", {"step0": 0, "step10": 1, "step20": 1, "step40": 2}),
+    "tiny-org/olmo": ("olmo", {"step0": 0, "step8": 3}),
+    "tiny-org/olmoe": ("olmoe", {"step0": 0, "step8": 4}),
+}
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch):
+    """Every test here runs offline and fails loudly if anything asks the Hub."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    import huggingface_hub
+
+    def no_network(*a, **k):
+        raise AssertionError("a test asked the Hub")
+
+    monkeypatch.setattr(huggingface_hub.HfApi, "list_repo_refs", no_network)
+    monkeypatch.setattr(huggingface_hub.HfApi, "list_repo_files", no_network)
+    provider.clear_memo()
+    yield
+    provider.clear_memo()
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory) -> Path:
+    """A Hub-format cache holding tiny GPTNeoX, OLMo and OLMoE repos."""
+    cache = tmp_path_factory.mktemp("hub")
+    for repo, (model_type, revisions) in REPOS.items():
+        save_tiny_revisions(cache, repo, model_type, revisions)
+    # a revision whose only weights are a pickle: must be refused, never unpickled
+    snap = repo_folder(cache, "tiny-org/neox") / "snapshots" / ("b" * 40)
+    snap.mkdir(parents=True)
+    src = next((repo_folder(cache, "tiny-org/neox") / "snapshots").glob("*/config.json"))
+    (snap / "config.json").write_text(src.read_text())
+    (snap / "pytorch_model.bin").write_bytes(b"not a real pickle")
+    (repo_folder(cache, "tiny-org/neox") / "refs" / "step-bin").write_text("b" * 40)
+    return cache
+
+
+def tiny_panel(hub: Path, tmp_path: Path, *, repos=REPOS, extra: str = "") -> str:
+    """A user-style panel file over the tiny repos."""
+    lines = ['[panel]\nname = "tiny"\n']
+    for repo, (model_type, revisions) in repos.items():
+        revs = ", ".join(f'"{r}"' for r in revisions)
+        lines.append(
+            f'[[models]]\nname = "{repo.split("/")[1]}"\nrepo = "{repo}"\nsource = "hub"\n'
+            f'revisions = [{revs}]\ntokens = {{ per_step = 1000 }}\nhub_cache_dir = "{hub}"\n{extra}{TINY_PROBE}\n'
+        )
+    path = tmp_path / "tiny.toml"
+    path.write_text("\n".join(lines))
+    return str(path)
+
+
+def options(tmp_path: Path, **kw) -> provider.ProviderOptions:
+    return provider.ProviderOptions(cache_dir=tmp_path / "hw-cache", device="cpu", progress=False, **kw)
+
+
+# ---- resolution -------------------------------------------------------------------------------
+
+
+def test_branches_listed_offline_from_refs(hub):
+    branches = loading.list_branches("tiny-org/neox", cache_dir=str(hub))
+    assert {"step0", "step10", "step20", "step40", "step-bin"} <= set(branches)
+    assert all(len(c) == 40 for c in branches.values())
+
+
+def test_missing_revision_names_closest_branches(hub):
+    with pytest.raises(loading.RevisionNotFound) as e:
+        loading.resolve_revision("tiny-org/neox", "step4", cache_dir=str(hub))
+    msg = str(e.value)
+    assert "'step4'" in msg and "closest existing" in msg and "step40" in msg
+    assert "hf download tiny-org/neox --revision step4" in msg  # offline: how to fill the cache
+
+
+def test_repo_not_cached_offline_says_how_to_fill(hub):
+    with pytest.raises(loading.NotInCache, match=r"not in the local Hub cache.*hf download EleutherAI/pythia-1b"):
+        loading.resolve_revision("EleutherAI/pythia-1b", "step3000", cache_dir=str(hub))
+
+
+def test_revision_without_safetensors_is_refused(hub):
+    with pytest.raises(loading.NoSafetensorsError, match=r"no safetensors weights.*pytorch_model\.bin.*never unpickles"):
+        loading.resolve_revision("tiny-org/neox", "step-bin", cache_dir=str(hub))
+
+
+def test_snapshot_missing_from_cache(hub, tmp_path):
+    cache = tmp_path / "partial"
+    (repo_folder(cache, "org/m") / "refs").mkdir(parents=True)
+    (repo_folder(cache, "org/m") / "refs" / "step1").write_text("c" * 40)
+    with pytest.raises(loading.NotInCache, match="snapshot is not in"):
+        loading.resolve_revision("org/m", "step1", cache_dir=str(cache))
+
+
+# ---- local folder panels -----------------------------------------------------------------------
+
+
+def test_local_folder_without_config(tmp_path):
+    (tmp_path / "ckpts" / "step5").mkdir(parents=True)
+    (tmp_path / "ckpts" / "step5" / "model.safetensors").write_bytes(b"")
+    with pytest.raises(loading.NoConfigError, match=r"no config\.json in .*step5"):
+        loading.resolve_local(tmp_path / "ckpts", "step5")
+
+
+def test_local_folder_missing_revision_and_folder(tmp_path):
+    (tmp_path / "ckpts" / "step5").mkdir(parents=True)
+    with pytest.raises(loading.RevisionNotFound, match=r"no revision 'step6'.*step5"):
+        loading.resolve_local(tmp_path / "ckpts", "step6")
+    with pytest.raises(loading.LoadingError, match="does not exist"):
+        loading.resolve_local(tmp_path / "nowhere", "step5")
+
+
+def test_local_folder_panel_loads_and_measures(tmp_path):
+    from fixtures.tiny import tiny_model
+
+    root = tmp_path / "seed7"
+    for i, rev in enumerate(["step0", "step100"]):
+        tiny_model("gpt_neox", seed=i, attn_implementation="eager").save_pretrained(root / rev)
+    panel_file = tmp_path / "seed7.toml"
+    panel_file.write_text(
+        '[[models]]\nname = "seed7"\nrepo = "seed7"\nsource = "local"\nrevisions = ["step100", "step0"]\n'
+        "tokens = { per_step = 2048 }\n" + TINY_PROBE
+    )
+    pm = load_panel(panel_file).models[0]
+    assert pm.repo == str(root.resolve())  # relative to the panel file
+    records = provider.model_records(pm, options(tmp_path))
+    assert [r.revision for r in records] == ["step0", "step100"]
+    assert records[1].tokens_seen == 204800
+    assert records[0].provenance["identity"].startswith("files:")
+
+
+# ---- loading through the panel path ------------------------------------------------------------
+
+
+def test_tiny_hub_models_load_by_repo_and_revision_offline(hub, tmp_path):
+    panel = load_panel(tiny_panel(hub, tmp_path))
+    opts = options(tmp_path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        by_model = {pm.name: provider.model_records(pm, opts) for pm in panel.models}
+    assert set(by_model) == {"neox", "olmo", "olmoe"}
+    for name, records in by_model.items():
+        model_type, revisions = REPOS[f"tiny-org/{name}"]
+        assert [r.revision for r in records] == sorted(revisions, key=lambda r: int(r[4:]))
+        assert [r.tokens_seen for r in records] == sorted(r.tokens_seen for r in records)
+        for r in records:
+            assert r.provenance["resolved_from"] == "hub-cache"
+            assert r.provenance["commit"] == (repo_folder(hub, f"tiny-org/{name}") / "refs" / r.revision).read_text()
+            assert r.n_layers == 2 and r.n_heads == 4 and len(r.all_head_selectivity) == 8
+    neox = {r.revision: r.provenance["weights_hash"] for r in by_model["neox"]}
+    assert neox["step10"] == neox["step20"] != neox["step0"]
+    flagged = [w for w in caught if issubclass(w.category, provider.IdenticalWeightsWarning)]
+    assert len(flagged) == 1 and "step10, step20" in str(flagged[0].message)
+
+
+def test_identical_weights_helper():
+    assert loading.identical_weights({"a": "h1", "b": "h2", "c": "h1", "d": None}) == [("a", "c")]
+
+
+def test_weights_hash_tracks_weights():
+    from fixtures.tiny import tiny_model
+
+    a, b, c = (tiny_model("gpt_neox", seed=s) for s in (0, 0, 1))
+    assert loading.weights_hash(a) == loading.weights_hash(b) != loading.weights_hash(c)
+
+
+def test_trust_remote_code_off_and_loader_arguments(hub, monkeypatch):
+    import transformers
+
+    seen = {}
+
+    def fake_from_pretrained(repo, **kwargs):
+        seen.update(kwargs, repo=repo)
+        raise OSError("stop here")
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", fake_from_pretrained)
+    resolved = loading.resolve_revision("tiny-org/olmo", "step8", cache_dir=str(hub))
+    with pytest.raises(loading.LoadingError, match="could not load tiny-org/olmo@step8"):
+        loading.load_checkpoint(resolved)
+    assert seen["repo"] == "tiny-org/olmo" and seen["revision"] == "step8"
+    assert seen["trust_remote_code"] is False and seen["use_safetensors"] is True
+    assert seen["attn_implementation"] == "eager" and seen["local_files_only"] is True
+    assert seen["cache_dir"] == str(hub)
+    assert load_panel("paper").models[0].trust_remote_code is False
+
+
+def test_unknown_model_in_panel_is_an_error(hub, tmp_path):
+    from fixtures.panels import select
+
+    panel = load_panel(tiny_panel(hub, tmp_path))
+    with pytest.raises(PanelError, match=r"unknown model 'neoxx'.*did you mean 'neox'"):
+        select([panel], models=["neoxx"])
+
+
+def test_panel_revision_missing_on_the_hub_cache(hub, tmp_path):
+    repos = {"tiny-org/olmo": ("olmo", {"step0": 0, "step9": 0})}
+    pm = load_panel(tiny_panel(hub, tmp_path, repos=repos)).models[0]
+    with pytest.raises(loading.RevisionNotFound, match=r"no revision 'step9'.*step8"):
+        provider.model_records(pm, options(tmp_path))
+
+
+# ---- devices -------------------------------------------------------------------------------------
+
+
+def test_device_choice(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert loading.pick_device("auto", "gw3") == "cpu"
+    assert loading.pick_device("cpu", "gw3") == "cpu"
+    with pytest.raises(loading.LoadingError, match="no CUDA device"):
+        loading.pick_device("cuda", "gw0")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert loading.pick_device("cuda", "gw3") == "cuda:1"
+    assert loading.pick_device("auto", "gw0") == "cuda:0"
+    assert loading.pick_device("auto", "") == "cuda:0"
+    assert loading.pick_device("cuda:1", "gw0") == "cuda:1"
