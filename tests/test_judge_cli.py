@@ -1,0 +1,68 @@
+"""``headwatch judge``: the verdicts it prints and writes are the claim tests' judge's."""
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from claims import judge_cli
+from claims.judge import CLAIMS, judge_model
+from claims.synthetic import NEGATIVE_CONTROLS, healthy
+from fixtures.reference import PUBLISHED_DIR, load_published, write_records
+
+
+def judge(*argv: str) -> int:
+    parser = argparse.ArgumentParser()
+    judge_cli.add_arguments(parser)
+    return judge_cli.run(parser.parse_args(list(argv)))
+
+
+def test_published_panel_verdicts_json(tmp_path, capsys):
+    out = tmp_path / "verdicts.json"
+    assert judge("--json", str(out)) == 0
+    data = json.loads(out.read_text())
+    assert sorted(data["models"]) == ["EleutherAI/pythia-1b", "allenai/OLMo-1B-0724-hf"]
+    olmo = data["models"]["allenai/OLMo-1B-0724-hf"]
+    assert set(CLAIMS) <= set(olmo)
+    assert olmo["F2"]["shape"] == "step" and olmo["F3"]["ratio"] == pytest.approx(11.478, abs=1e-3)
+    assert data["models"]["EleutherAI/pythia-1b"]["F3"]["holds"] is None  # not DCLM
+    # the same judge as the tests
+    from fixtures.panels import load_panel
+
+    entry = load_panel("published").model("olmo-1b")
+    direct = judge_model(load_published(entry.repo), entry.expect, entry.total_tokens)
+    assert json.loads(json.dumps(direct)) == olmo
+    printed = capsys.readouterr().out
+    assert "F3     holds" in printed and "264B / 23B = 11.5" in printed
+
+
+def test_reference_dir_matches_panel_entries_by_repo_id(capsys):
+    assert judge("--reference-dir", str(PUBLISHED_DIR), "--models", "olmo-1b") == 0
+    out = capsys.readouterr().out
+    assert "allenai/OLMo-1B-0724-hf (olmo-1b, panel published)" in out and "pythia" not in out
+
+
+def test_unknown_model_is_judged_without_expectations_and_failures_set_the_exit_code(tmp_path, capsys):
+    write_records({"planted/model": NEGATIVE_CONTROLS["bos_head_in_layer_0"].records()}, tmp_path)
+    out = tmp_path / "v.json"
+    assert judge("--reference-dir", str(tmp_path), "--json", str(out)) == 1
+    v = json.loads(out.read_text())["models"]["planted/model"]
+    assert v["F1"]["holds"] is False and v["F1"]["violations"][0]["heads"] == ["L0_H1"]
+    assert v["F2"]["holds"] is None and v["F3"]["holds"] is None  # no panel entry: no expectations
+    assert "FAILS" in capsys.readouterr().out
+
+
+def test_healthy_planted_model_exits_zero(tmp_path):
+    write_records({"planted/model": healthy()}, tmp_path)
+    assert judge("--reference-dir", str(tmp_path)) == 0
+
+
+def test_bad_input_gives_a_clear_error(tmp_path, capsys):
+    assert judge("--reference-dir", str(tmp_path / "missing")) == 2
+    assert "not a folder" in capsys.readouterr().err
+    (tmp_path / "x_mechinterp_step1.json").write_text("{}")
+    assert judge("--reference-dir", str(tmp_path)) == 2
+    assert "missing key 'model'" in capsys.readouterr().err
+    assert judge("--panel", "no-such-panel") == 2
+    assert "unknown panel" in capsys.readouterr().err
