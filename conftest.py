@@ -7,8 +7,10 @@ The contract (claims/ codes against it):
   ``model_entry`` too. ``model_entry`` is a :class:`fixtures.panels.PanelModel`.
 - session fixtures ``model_records`` (list of MeasurementRecord of the model, sorted by tokens)
   and ``revision_record`` (the MeasurementRecord of that revision).
-- every such test carries ``xdist_group(<model id>)``, so with ``--dist loadgroup`` one model stays
-  on one worker; worker ``gwN`` measures on ``cuda:(N mod GPUs)`` with ``--device cuda/auto``.
+- with ``--dist loadgroup`` (pyproject's default) one model's tests stay on one worker: every such
+  test carries ``xdist_group(<model id>)``, and since pytest 9.2 defeats xdist's mark-based grouping
+  a scheduler groups by the model id in the test id (fixtures/scheduling.py); worker ``gwN``
+  measures on ``cuda:(N mod GPUs)`` with ``--device cuda/auto``.
 - what ran (panels, models, revisions, device, dtype, cache hits vs fresh runs):
   ``fixtures.runinfo.run_info(config)``, merged from all workers on the xdist controller.
 """
@@ -104,10 +106,16 @@ def pytest_configure(config: pytest.Config) -> None:
     info.device, info.dtype = options.device, options.dtype
     info.cache_dir, info.refresh, info.n_examples = str(options.cache_dir), options.refresh, options.n_examples
     config.stash[runinfo.stash_key()] = info
+    if not any(m.revision_query for m in selection):
+        select_revisions(config)  # cheap here: bad --revisions fail as usage errors, before collection
 
 
-def selection(config: pytest.Config) -> list[panels_mod.PanelModel]:
-    """The selected models with concrete revisions (log-spaced specs and --revisions applied)."""
+def select_revisions(config: pytest.Config) -> list[panels_mod.PanelModel]:
+    """The selected models with concrete revisions (log-spaced specs and --revisions applied).
+
+    Log-spaced panels list branches (Hub, cache, or an organism's training), so they resolve
+    lazily at collection; explicit lists resolve in pytest_configure.
+    """
     if not config.stash.get(_RESOLVED, False):
         options = config.stash[_OPTIONS]
         models = config.stash[_SELECTION]
@@ -139,12 +147,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "revision" in names:
         params = [
             pytest.param(m, r, id=f"{m.id}@{r}", marks=pytest.mark.xdist_group(m.id))
-            for m in selection(metafunc.config) for r in m.sorted_revisions
+            for m in select_revisions(metafunc.config) for r in m.sorted_revisions
         ]
         metafunc.parametrize(("model_entry", "revision"), params, scope="session")
     elif "model_entry" in names:
         params = [pytest.param(m, id=m.id, marks=pytest.mark.xdist_group(m.id))
-                  for m in selection(metafunc.config)]
+                  for m in select_revisions(metafunc.config)]
         metafunc.parametrize("model_entry", params, scope="session")
 
 
@@ -160,7 +168,7 @@ def provider_options(pytestconfig: pytest.Config) -> provider.ProviderOptions:
 @pytest.fixture(scope="session")
 def panel_models(pytestconfig: pytest.Config) -> list[panels_mod.PanelModel]:
     """Every selected model (for tests that look across models)."""
-    return selection(pytestconfig)
+    return select_revisions(pytestconfig)
 
 
 @pytest.fixture(scope="session")
@@ -186,6 +194,16 @@ def revision_record(model_entry, revision, provider_options):
 
 
 # ---- xdist: refresh time to workers, run info back to the controller ---------------------------
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """With ``--dist loadgroup``: group by model on the controller (see fixtures/scheduling.py)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from fixtures.scheduling import make_scheduler
+
+    return make_scheduler(config, log, [m.id for m in config.stash[_SELECTION]])
 
 
 @pytest.hookimpl(optionalhook=True)
