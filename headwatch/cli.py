@@ -11,7 +11,7 @@ import sys
 
 #: subcommand -> (module, one-line help). "organisms" takes a further verb (train).
 SUBCOMMANDS = {
-    "measure": ("probes.measure_cli", "probe one checkpoint and write its measurement record (JSON)"),
+    "measure": ("headwatch.measure_cli", "probe one checkpoint and write its measurement record (JSON)"),
     "organisms": ("fixtures.organisms.cli", "train the tiny model organisms into the local Hub cache"),
     "judge": ("claims.judge_cli", "judge claims F1-F5 and the causal check; print and write verdicts"),
     "report": ("claims.report_cli", "build the figures and a CSV/JSON summary from cached measurements"),
@@ -23,10 +23,19 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
-        module = importlib.import_module(module_name)
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as e:  # one broken subcommand must not take the others down
+            p.set_defaults(_run=lambda _args, e=e, name=name: _unavailable(name, e))
+            continue
         module.add_arguments(p)
         p.set_defaults(_run=module.run)
     return parser
+
+
+def _unavailable(name: str, error: ImportError) -> int:
+    print(f"headwatch {name} is unavailable here: {error}", file=sys.stderr)
+    return 2
 
 
 def main(argv: list[str] | None = None) -> int:

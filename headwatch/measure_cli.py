@@ -1,0 +1,80 @@
+"""``headwatch measure``: probe one checkpoint and write its measurement record as JSON.
+
+    headwatch measure --model EleutherAI/pythia-1b --revision step3000 --out pythia-step3000.json
+    headwatch measure --model runs/seed1 --revision step512 --out seed1-step512.json   # DIR/<revision>/
+    headwatch measure --model runs/seed1/step512 --out seed1-step512.json             # one folder
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import fields
+from pathlib import Path
+
+from fixtures import loading
+from probes.measure import measure
+from probes.record import ProbeSettings
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, help="Hub repo id (org/name) or a local folder")
+    p.add_argument("--revision", help="branch, tag or commit (Hub), or DIR/<revision> (local); default: main")
+    p.add_argument("--out", required=True, type=Path, help="where to write the record (JSON)")
+    p.add_argument("--tokens-seen", type=float, help="training tokens at this checkpoint, if known")
+    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default)")
+    p.add_argument("--dtype", default="float32", help="float32 (default; fp16 underflows early checkpoints), bfloat16, float16")
+    p.add_argument("--cache-dir", help="Hub cache folder (default: huggingface_hub's)")
+    p.add_argument("--n-examples", type=int, default=ProbeSettings.n_examples)
+    p.add_argument("--n-pr", type=int, default=ProbeSettings.n_pr, help="examples whose head outputs enter PR")
+    p.add_argument("--batch-size", type=int, default=ProbeSettings.batch_size)
+    p.add_argument("--seq-len", type=int, default=ProbeSettings.seq_len)
+    p.add_argument("--vocab-lo", type=int, default=ProbeSettings.vocab_lo)
+    p.add_argument("--vocab-hi", type=int, default=ProbeSettings.vocab_hi)
+    p.add_argument("--no-ablation", action="store_true", help="skip the three group-ablation passes")
+    p.add_argument("--trust-remote-code", action="store_true",
+                   help="run the repo's own modelling code (off by default; only for repos you trust)")
+
+
+def settings_from_args(args: argparse.Namespace) -> ProbeSettings:
+    defaults = {f.name: getattr(ProbeSettings(), f.name) for f in fields(ProbeSettings)}
+    return ProbeSettings(**{
+        **defaults,
+        "n_examples": args.n_examples, "n_pr": args.n_pr, "batch_size": args.batch_size,
+        "seq_len": args.seq_len, "vocab_lo": args.vocab_lo, "vocab_hi": args.vocab_hi,
+        "dtype": args.dtype, "ablation": not args.no_ablation,
+    })
+
+
+def resolve(args: argparse.Namespace) -> loading.ResolvedRevision:
+    folder = Path(args.model)
+    if folder.is_dir():
+        if (folder / "config.json").is_file():
+            if args.revision:
+                raise loading.LoadingError(f"{folder} is a single checkpoint; drop --revision or pass its parent folder")
+            return loading.resolve_local(folder.parent, folder.name)
+        if not args.revision:
+            raise loading.LoadingError(f"{folder} has no config.json; pass --revision to pick {folder}/<revision>/")
+        return loading.resolve_local(folder, args.revision)
+    return loading.resolve_revision(args.model, args.revision or "main", cache_dir=args.cache_dir)
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)
+    try:
+        resolved = resolve(args)
+        checkpoint = loading.load_checkpoint(
+            resolved, dtype=args.dtype, device=loading.pick_device(args.device),
+            attn_implementation="sdpa", trust_remote_code=args.trust_remote_code,
+        )
+    except loading.LoadingError as e:
+        print(f"headwatch measure: {e}", file=sys.stderr)
+        return 2
+    record = measure(checkpoint.model, settings, model_name=args.model, revision=resolved.revision,
+                     tokens_seen=args.tokens_seen)
+    record.provenance.update(weights_hash=checkpoint.weights_hash, identity=resolved.identity,
+                             commit=resolved.commit, load_seconds=round(checkpoint.load_seconds, 3))
+    record.to_json(args.out)
+    circuit = [a.heads for a in record.ablations if a.name == "induction_circuit"]
+    print(f"wrote {args.out}: {record.n_layers}x{record.n_heads} heads, top-1 {record.task.top1:.3f}, "
+          f"induction circuit {list(circuit[0]) if circuit else '[]'}, {record.provenance['seconds']:.1f} s")
+    return 0
