@@ -30,12 +30,29 @@ def model_label(model_entry: Any) -> str:
     return getattr(model_entry, "id", None) or getattr(model_entry, "name", None) or str(model_entry)
 
 
-def check_verdict(request: pytest.FixtureRequest, model_entry: Any, claim: str, verdict: Mapping[str, Any]) -> None:
+def declared_deviation(model_entry: Any, claim: str, verdict: Mapping[str, Any], revision: str | None = None) -> str | None:
+    """The panel's reason for expecting ``claim`` to fail here, or None.
+
+    For a per-revision test, ``"<claim>@<revision>"`` declares one revision (strict there); a
+    model-wide ``"<claim>"`` applies only where the revision fails, since a model-wide deviation
+    need not occur at every revision (the model-level test of the claim keeps it strict).
+    """
+    xfail = expectations_of(model_entry).xfail
+    if revision is not None and f"{claim}@{revision}" in xfail:
+        return xfail[f"{claim}@{revision}"]
+    declared = xfail.get(claim)
+    if declared and revision is not None and verdict["holds"]:
+        return None
+    return declared
+
+
+def check_verdict(request: pytest.FixtureRequest, model_entry: Any, claim: str, verdict: Mapping[str, Any],
+                  revision: str | None = None) -> None:
     """Skip, xfail-strict or assert, as described in the module docstring."""
-    label = model_label(model_entry)
+    label = model_label(model_entry) + (f"@{revision}" if revision else "")
     if verdict["holds"] is None:
         pytest.skip(f"{claim} not applicable to {label}: {verdict['message']}")
-    declared = expectations_of(model_entry).xfail.get(claim)
+    declared = declared_deviation(model_entry, claim, verdict, revision)
     if declared:
         request.applymarker(pytest.mark.xfail(
             strict=True, reason=f"panel declares {claim} a known deviation for {label} ({declared}); "

@@ -297,6 +297,9 @@ def judge_causal(records: Sequence[MeasurementRecord], max_share: float = T.ABLA
     v = T.ablation_verdict(rec, max_share) if rec is not None else None
     if v is None:
         return {"holds": None, "message": "no revision carries an induction-circuit ablation: causal check not run"}
+    if not v.circuit_heads:  # ablating nothing tells nothing about a circuit
+        return {"holds": None, "revision": rec.revision,
+                "message": f"the induction circuit ablated at {rec.revision} is empty: causal check not applicable"}
     note = rec.provenance.get("ablation_file", {}).get("relative_to", {}).get("matched_random")
     final_circuit = T.layer_order(T.induction_circuit(rec.all_head_selectivity))
     share = v.share_of_baseline

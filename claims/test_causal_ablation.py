@@ -35,3 +35,12 @@ def test_negative_control_causal_needs_random_control():
 
     verdict = judge_causal(healthy(ablations=Ablations(random=None)))
     assert verdict["cuts_enough"] is True and verdict["holds"] is False
+
+
+def test_negative_control_causal_empty_circuit_is_not_judged():
+    """A final revision without induction heads has nothing to ablate: no verdict either way."""
+    from claims.synthetic import healthy
+
+    recs = healthy(induction_sets=((),) * 7)
+    verdict = judge_causal(recs)
+    assert verdict["holds"] is None and "empty" in verdict["message"]

@@ -1,6 +1,6 @@
 """F1: at every revision, no BOS head (first-token selectivity >= 30) in layers 0 and 1.
 
-Per (model, revision). Negative controls: planted BOS heads in layer 0 and in layer 1.
+Per (model, revision), and per model over all revisions. Negative controls: planted BOS heads in layer 0 and in layer 1.
 """
 from __future__ import annotations
 
@@ -13,6 +13,12 @@ from claims.synthetic import controls_for
 
 def test_f1_no_bos_head_in_layers_0_1(request, model_entry, revision, revision_record):
     verdict = judge_f1_revision(revision_record)
+    check_verdict(request, model_entry, "F1", verdict, revision=revision)
+
+
+def test_f1_no_bos_head_in_layers_0_1_at_any_revision(request, model_entry, model_records):
+    """The model-level verdict (what `headwatch judge` reports); strict for declared deviations."""
+    verdict = judge_f1(model_records)
     check_verdict(request, model_entry, "F1", verdict)
 
 

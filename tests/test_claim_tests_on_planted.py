@@ -80,7 +80,8 @@ def test_negative_control_fails_its_claim_test(pytester, case):
     control = NEGATIVE_CONTROLS[case]
     result = run_claim_module(pytester, control.claim, case)
     outcomes = result.parseoutcomes()
-    assert outcomes.get("failed") == 1, result.stdout.str()  # F1: only the planted revision fails
+    # F1 has a per-revision test (only the planted revision fails) and a model-level one.
+    assert outcomes.get("failed") == (2 if control.claim == "F1" else 1), result.stdout.str()
     out = result.stdout.str()
     assert f"{control.claim} fails for planted" in out  # the failure message names claim and model
 
@@ -96,3 +97,17 @@ def test_declared_deviation_that_does_not_occur_fails(pytester):
     result = run_claim_module(pytester, "F2", "healthy", {"F2": "expected a step"})
     assert result.parseoutcomes().get("failed") == 1, result.stdout.str()
     assert "XPASS(strict)" in result.stdout.str()
+
+
+def test_model_wide_f1_deviation_xfails_only_where_it_occurs(pytester):
+    """A model-wide F1 deviation xfails the revision that has it (and the model-level test); the
+    other revisions still pass rather than XPASS."""
+    result = run_claim_module(pytester, "F1", "bos_head_in_layer_0", {"F1": "planted BOS head"})
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("xfailed") == 2 and outcomes.get("passed") == 6, result.stdout.str()
+    assert "failed" not in outcomes
+
+
+def test_per_revision_deviation_is_strict(pytester):
+    result = run_claim_module(pytester, "F1", "healthy", {"F1@step3": "a deviation that does not occur"})
+    assert result.parseoutcomes().get("failed") == 1, result.stdout.str()
