@@ -254,3 +254,32 @@ def test_warm_cache_loads_no_model(tmp_path, monkeypatch):
     provider.clear_memo()
     with pytest.raises(AssertionError, match="must not load"):
         provider.model_records(pm, replace(opts, refresh=True, refresh_since=time.time() + 1))
+
+
+def test_offline_measurement_whose_checkpoint_is_gone(tmp_path, monkeypatch):
+    """Hub cache deleted after measuring: offline, the cached measurement is used, with a warning."""
+    import shutil
+
+    from fixtures.hubcache import save_tiny_revisions
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    hub = tmp_path / "hub"
+    save_tiny_revisions(hub, "tiny-org/gone", "gpt_neox", {"step0": 0, "step5": 1})
+    panel_file = tmp_path / "p.toml"
+    panel_file.write_text(
+        f'[[models]]\nname = "gone"\nrepo = "tiny-org/gone"\nrevisions = ["step0", "step5"]\n'
+        f'tokens = {{ per_step = 10 }}\nhub_cache_dir = "{hub}"\n[models.probe]\nn_examples = 8\nseq_len = 64\n'
+        "vocab_lo = 16\nvocab_hi = 300\nn_pr = 8\n"
+    )
+    pm = load_panel(panel_file).models[0]
+    opts = provider.ProviderOptions(cache_dir=tmp_path / "c", device="cpu", progress=False)
+    provider.clear_memo()
+    measured = provider.model_records(pm, opts)
+    shutil.rmtree(hub)
+    provider.clear_memo()
+    with pytest.warns(UserWarning, match=r"gone@step\d: checkpoint not resolvable.*without checking its commit"):
+        again = provider.model_records(pm, opts)
+    assert [r.to_dict() for r in again] == [r.to_dict() for r in measured]
+    provider.clear_memo()
+    with pytest.raises(loading.NotInCache, match="hf download"):  # nothing measured at these settings
+        provider.model_records(pm, replace(opts, n_examples=4))
