@@ -26,6 +26,8 @@ from fixtures import provider, runinfo
 from fixtures.cache import CacheError, ensure_writable
 from fixtures.loading import LoadingError
 
+pytest_plugins = ["claims.html_report"]
+
 _SELECTION = pytest.StashKey[list]()
 _OPTIONS = pytest.StashKey[provider.ProviderOptions]()
 _PANELS = pytest.StashKey[list]()
@@ -224,3 +226,25 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:
         workeroutput["headwatch_runinfo"] = runinfo.current().to_dict()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
+    """One line on what was measured and what came from the cache, plus any weight-hash alarms."""
+    if getattr(config, "workerinput", None) is not None:
+        return
+    info = runinfo.run_info(config)
+    if not info.entries:
+        return
+    counts = info.counts()
+    parts = [f"{n} {status}" for status, n in sorted(counts.items())]
+    terminalreporter.write_sep("-", "headwatch measurements")
+    terminalreporter.write_line(
+        f"panels {', '.join(info.panels)}; {len(info.models)} model(s), {len(info.entries)} revision(s): "
+        + ", ".join(parts) + f"; cache {info.cache_dir}"
+    )
+    for g in info.identical_weights:
+        terminalreporter.write_line(
+            f"WARNING {g['model']}: revisions {', '.join(g['revisions'])} have identical weights "
+            f"(sha256 {g['weights_hash'][:12]}): the Hub may serve the wrong checkpoint (pythia issues 205/206)",
+            yellow=True,
+        )

@@ -1,0 +1,300 @@
+"""The report's figures, drawn from measurement records and the judge's verdicts; each returns PNG bytes.
+
+Only matplotlib's object API and the Agg canvas are used (never pyplot), so drawing touches no global
+backend state and works headless, in xdist workers and in threads. Figures are small (dpi 80) so a
+report with every model stays well under 10 MB.
+
+Quantities come from :mod:`claims.trajectory` and :mod:`probes.selectivity`; nothing is recomputed.
+"""
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import ListedColormap
+from matplotlib.figure import Figure as MplFigure
+from matplotlib.patches import Patch, Rectangle
+from matplotlib.ticker import FuncFormatter
+
+from probes.record import HEAD_CLASSES, UNCLASSIFIED, MeasurementRecord, parse_head_key
+from probes.selectivity import bos_heads, head_labels, induction_circuit
+
+from . import trajectory as T
+from .judge import fmt_tokens
+
+DPI = 80
+#: Colours: one per head class (the grid), and the two quantities of the F5 twin axes.
+CLASS_COLORS = {
+    "induction": "#d62728", "previous-token": "#ff7f0e", "duplicate-token": "#bcbd22",
+    "first-token": "#1f77b4", "self": "#9467bd", "local": "#8c564b", UNCLASSIFIED: "#eeeeee",
+}
+PR_COLOR, SEL_COLOR = "#2ca02c", "#d62728"
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One embedded figure: a stable ``name`` (used in tests and file names), a title, a caption, PNG bytes."""
+
+    name: str
+    title: str
+    caption: str
+    png: bytes
+
+
+# ---- helpers ----------------------------------------------------------------------------------
+
+
+def _png(fig: MplFigure) -> bytes:
+    FigureCanvasAgg(fig)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI)
+    return buf.getvalue()
+
+
+def _x(tokens: Sequence[float]) -> np.ndarray:
+    """Tokens for a log axis: a revision at 0 tokens (step0) is drawn at half the smallest positive."""
+    t = np.asarray(tokens, dtype=float)
+    pos = t[t > 0]
+    floor = pos.min() / 2 if pos.size else 1.0
+    return np.where(t > 0, t, floor)
+
+
+def _token_axis(ax: Any, xs: np.ndarray) -> None:
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt_tokens(v)))
+    ax.set_xlabel("tokens seen (log)")
+    ax.set_xlim(xs.min() / 1.6, xs.max() * 1.6)
+    ax.grid(True, which="major", alpha=0.3)
+
+
+def _mark(ax: Any, x: float | None, label: str, color: str, y: float = 0.97) -> None:
+    """A dashed vertical line at ``x`` with its label at the top."""
+    if x is None:
+        return
+    ax.axvline(x, color=color, ls="--", lw=1.2)
+    ax.text(x, y, f" {label}", color=color, transform=ax.get_xaxis_transform(), va="top", ha="left", fontsize=8)
+
+
+def _revision_x(records: Sequence[MeasurementRecord], revision: str | None) -> float | None:
+    if revision is None:
+        return None
+    recs = T.by_tokens(records)
+    xs = _x([r.tokens_seen for r in recs])  # type: ignore[misc]
+    return next((float(x) for r, x in zip(recs, xs) if r.revision == revision), None)
+
+
+def _message_figure(text: str, size: tuple[float, float] = (5.5, 1.2)) -> bytes:
+    """A small figure that says why a plot is absent (so every model has every figure)."""
+    fig = MplFigure(figsize=size)
+    fig.text(0.5, 0.5, text, ha="center", va="center", fontsize=10, wrap=True)
+    return _png(fig)
+
+
+# ---- the figures ------------------------------------------------------------------------------
+
+
+def bos_figure(records: Sequence[MeasurementRecord], verdicts: Mapping[str, Any], model: str = "") -> bytes:
+    """BOS fraction against tokens seen (log), t_induction and t_bos50 marked, the shape named (F2, F3)."""
+    recs = T.by_tokens(records)
+    xs = _x([r.tokens_seen for r in recs])  # type: ignore[misc]
+    series = np.array(T.bos_fraction_series(recs)) * 100
+    sep = T.induction_bos_separation(recs)
+    shape = T.bos_shape(recs)
+    fig = MplFigure(figsize=(5.5, 3.4))
+    ax = fig.add_subplot()
+    ax.plot(xs, series, "o-", color=CLASS_COLORS["first-token"], lw=2)
+    if shape.rise_at is not None and shape.shape == "step":
+        ax.plot(xs[shape.rise_at - 1:shape.rise_at + 1], series[shape.rise_at - 1:shape.rise_at + 1],
+                color="black", lw=3.5, alpha=0.35, label=f"largest rise {100 * shape.largest_rise:.1f} pts")
+        ax.legend(loc="upper left", fontsize=8, frameon=False)
+    ax.axhline(100 * T.BOS_LEVEL, color="gray", lw=0.8, ls=":")
+    _mark(ax, _revision_x(recs, sep.induction.revision), f"t_induction {fmt_tokens(sep.induction.tokens)}", SEL_COLOR)
+    _mark(ax, _revision_x(recs, sep.bos.revision), f"t_bos50 {fmt_tokens(sep.bos.tokens)}", CLASS_COLORS["first-token"], 0.85)
+    _token_axis(ax, xs)
+    ax.set_ylim(0, 100)
+    ax.set_ylabel("BOS heads (% of all heads)")
+    f2 = verdicts.get("F2", {})
+    expected = f" (expected {f2['expected']})" if f2.get("expected") else ""
+    ratio = f"; t_bos50/t_ind {sep.ratio:.3g}x" if sep.ratio is not None else ""
+    ax.set_title(f"{model}: a {shape.shape.upper()}{expected}{ratio}", fontsize=10)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def induction_figure(records: Sequence[MeasurementRecord], verdicts: Mapping[str, Any], model: str = "") -> bytes:
+    """Number of induction heads (>= 50x) and recall of the final circuit against tokens (F3, F4)."""
+    recs = T.by_tokens(records)
+    xs = _x([r.tokens_seen for r in recs])  # type: ignore[misc]
+    counts = [len(induction_circuit(r.all_head_selectivity, T.INDUCTION_THRESHOLD)) for r in recs]
+    fig = MplFigure(figsize=(5.5, 3.4))
+    ax = fig.add_subplot()
+    ax.step(xs, counts, where="post", color=SEL_COLOR, lw=2, label="induction heads (>= 50x)")
+    ax.plot(xs, counts, "o", color=SEL_COLOR)
+    ax.axhline(T.INDUCTION_MIN_HEADS, color=SEL_COLOR, lw=0.8, ls=":")
+    ax.set_ylabel("induction heads", color=SEL_COLOR)
+    ax.set_ylim(0, max(max(counts), T.INDUCTION_MIN_HEADS) + 1)
+    _token_axis(ax, xs)
+    final, series = T.recall_series(recs)
+    f4 = verdicts.get("F4", {})
+    if series:
+        ax2 = ax.twinx()
+        ax2.plot(xs, [100 * p.recall for p in series], "s--", color="black", ms=4, lw=1, label="recall of final circuit")
+        ax2.axhline(100 * T.RECALL_LEVEL, color="black", lw=0.6, ls=":")
+        ax2.set_ylim(0, 105)
+        ax2.set_ylabel("recall of final circuit (%)")
+    total = f4.get("total_tokens")
+    if total:
+        limit = f4.get("max_fraction", 0.025) * total
+        ax.axvspan(ax.get_xlim()[0], limit, color="green", alpha=0.07)
+        ax.text(limit, 0.03, f"{100 * f4.get('max_fraction', 0.025):g}% of training ", transform=ax.get_xaxis_transform(),
+                ha="right", fontsize=7, color="green")
+    computed = f4.get("computed") or {}
+    _mark(ax, _revision_x(recs, computed.get("revision")), "recall >= 2/3", "black", 0.85)
+    paper = f4.get("paper_table") or {}
+    if paper.get("revision") and paper.get("revision") != computed.get("revision"):
+        _mark(ax, _revision_x(recs, paper["revision"]), "paper table", "gray", 0.72)
+    ax.set_title(f"{model}: induction heads; final circuit {', '.join(T.layer_order(final)) or 'empty'}", fontsize=10)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def pr_figure(records: Sequence[MeasurementRecord], verdicts: Mapping[str, Any], model: str = "") -> bytes:
+    """Per final induction head: PR and induction selectivity on twin axes, elevation and crossing marked (F5)."""
+    recs = T.by_tokens(records)
+    if not T.has_pr(recs):
+        return _message_figure(f"{model}: no per-head PR in these records, so F5 cannot be drawn")
+    res = T.pr_lead(recs)
+    if not res.heads:
+        return _message_figure(f"{model}: no induction head (>= 50x) at the final revision")
+    xs = _x([r.tokens_seen for r in recs])  # type: ignore[misc]
+    d_head = recs[-1].d_head
+    bar = 1 + res.fraction * (d_head - 1)
+    n = len(res.heads)
+    cols = min(n, 3)
+    rows = -(-n // cols)
+    fig = MplFigure(figsize=(4.0 * cols, 2.9 * rows))
+    for i, lead in enumerate(res.heads):
+        ax = fig.add_subplot(rows, cols, i + 1)
+        ax.plot(xs, lead.pr_series, "o-", color=PR_COLOR, lw=1.8, ms=4)
+        ax.axhline(bar, color=PR_COLOR, ls=":", lw=0.9)
+        ax.set_ylabel("participation ratio", color=PR_COLOR, fontsize=8)
+        ax.set_ylim(0, max(max(lead.pr_series), bar) * 1.15)
+        _token_axis(ax, xs)
+        ax2 = ax.twinx()
+        ax2.plot(xs, np.maximum(lead.selectivity_series, 1e-2), "s-", color=SEL_COLOR, lw=1.8, ms=4)
+        ax2.axhline(T.INDUCTION_THRESHOLD, color=SEL_COLOR, ls=":", lw=0.9)
+        ax2.set_yscale("log")
+        ax2.set_ylabel("induction selectivity (log)", color=SEL_COLOR, fontsize=8)
+        _mark(ax, float(xs[lead.elevated.index]) if lead.elevated else None, "PR up", PR_COLOR, 0.97)
+        _mark(ax, float(xs[lead.crossed.index]) if lead.crossed else None, "50x", SEL_COLOR, 0.85)
+        verdict = "ok" if lead.holds else "FAILS"
+        lead_txt = f", {lead.lead:.3g}x earlier" if lead.lead and lead.lead > 1 else ""
+        ax.set_title(f"{lead.head}: {verdict}{lead_txt}", fontsize=9, color="black" if lead.holds else "red")
+        ax.tick_params(labelsize=7)
+        ax2.tick_params(labelsize=7)
+    fig.suptitle(f"{model}: PR (green, bar {bar:.3g}) vs induction selectivity (red, bar 50x)", fontsize=10)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def label_grid_figure(record: MeasurementRecord, model: str = "") -> bytes:
+    """Layer x head grid of head labels at one revision; BOS heads dotted; layers 0-1 outlined (F1)."""
+    labels = head_labels(record.all_head_selectivity, T.BOS_THRESHOLD)
+    classes = list(HEAD_CLASSES) + [UNCLASSIFIED]
+    grid = np.zeros((record.n_layers, record.n_heads), dtype=int)
+    for key, cls in labels.items():
+        l, h = parse_head_key(key)
+        grid[l, h] = classes.index(cls)
+    width = min(3.6 + 0.24 * record.n_heads, 9.0)
+    fig = MplFigure(figsize=(width, 1.2 + 0.24 * record.n_layers))
+    ax = fig.add_subplot()
+    ax.imshow(grid, cmap=ListedColormap([CLASS_COLORS[c] for c in classes]), vmin=-0.5, vmax=len(classes) - 0.5,
+              aspect="auto", interpolation="nearest")
+    bos = bos_heads(record.all_head_selectivity, T.BOS_THRESHOLD)
+    for key in bos:
+        l, h = parse_head_key(key)
+        ax.plot(h, l, "o", ms=3.5, mfc="white", mec="black", mew=0.6)
+    # the final induction circuit: its heads' best class is often first-token, so outline them
+    for key in induction_circuit(record.all_head_selectivity, T.INDUCTION_THRESHOLD):
+        l, h = parse_head_key(key)
+        ax.add_patch(Rectangle((h - 0.5, l - 0.5), 1, 1, fill=False, ec=CLASS_COLORS["induction"], lw=2.2))
+    ax.add_patch(Rectangle((-0.5, -0.5), record.n_heads, min(2, record.n_layers), fill=False, ec="black", lw=2.5))
+    early = T.early_layer_bos_heads(record)
+    ax.set_xlabel("head")
+    ax.set_ylabel("layer")
+    ax.set_xticks(range(0, record.n_heads, max(1, record.n_heads // 8)))
+    ax.set_yticks(range(0, record.n_layers, max(1, record.n_layers // 8)))
+    present = [c for c in classes if (grid == classes.index(c)).any()]
+    handles = [Patch(color=CLASS_COLORS[c], label=c) for c in present]
+    handles += _grid_marker_handles()
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=7, frameon=False)
+    ax.set_title(f"{model} @ {record.revision}\nlayers 0-1 (outlined): {len(early)} BOS heads", fontsize=9,
+                 color="red" if early else "black")
+    fig.tight_layout()
+    return _png(fig)
+
+
+def _grid_marker_handles() -> list[Any]:
+    """Legend entries for the BOS-head dot and the induction-circuit outline."""
+    from matplotlib.lines import Line2D
+
+    return [Line2D([], [], marker="o", ls="", ms=4, mfc="white", mec="black", label="first-token >= 30x (BOS)"),
+            Line2D([], [], marker="s", ls="", ms=7, mfc="none", mec=CLASS_COLORS["induction"], mew=2,
+                   label="induction >= 50x")]
+
+
+def ablation_figure(verdicts: Mapping[str, Any], model: str = "") -> bytes:
+    """Top-1 at baseline, with the induction circuit ablated, and with matched-random heads ablated."""
+    v = verdicts.get("causal", {})
+    if "circuit_top1" not in v:
+        return _message_figure(f"{model}: {v.get('message', 'no ablation in these records')}")
+    names = ["baseline", f"circuit ({len(v['circuit_heads'])})"]
+    values = [v["baseline_top1"], v["circuit_top1"]]
+    colors = ["#7f7f7f", SEL_COLOR]
+    if v.get("random_top1") is not None:
+        names.append(f"matched random ({v['n_random_heads']})")
+        values.append(v["random_top1"])
+        colors.append("#17becf")
+    fig = MplFigure(figsize=(4.6, 3.2))
+    ax = fig.add_subplot()
+    pct = [100 * x for x in values]
+    ax.bar(names, pct, color=colors)
+    for i, p in enumerate(pct):
+        ax.text(i, p, f"{p:.2f}%", ha="center", va="bottom", fontsize=8)
+    ax.axhline(100 * v["max_share"] * v["baseline_top1"], color="black", ls=":", lw=1)
+    ax.text(len(names) - 0.5, 100 * v["max_share"] * v["baseline_top1"], f"{100 * v['max_share']:g}% of baseline",
+            ha="right", va="bottom", fontsize=7)
+    ax.set_ylabel("top-1 at the query (%)")
+    ax.set_ylim(0, max(pct) * 1.2 or 1)
+    ax.tick_params(axis="x", labelsize=8)
+    ax.set_title(f"{model}: ablation at {v['revision']}", fontsize=9)
+    fig.tight_layout()
+    return _png(fig)
+
+
+# ---- all of a model's figures -------------------------------------------------------------------
+
+
+def model_figures(records: Sequence[MeasurementRecord], verdicts: Mapping[str, Any], model: str = "") -> list[Figure]:
+    """Every figure of one model, in report order (one per figure kind, always)."""
+    recs = T.by_tokens(records)
+    final = recs[-1]
+    causal = verdicts.get("causal", {})
+    random_note = causal.get("random_matched_to", "")
+    return [
+        Figure("bos_fraction", "BOS fraction", "Share of heads with first-token selectivity >= 30x; dashed lines: "
+               "t_induction (>= 3 heads at >= 50x) and t_bos50 (BOS fraction >= 50%). F2, F3.",
+               bos_figure(recs, verdicts, model)),
+        Figure("induction_heads", "Induction heads", "Heads at induction selectivity >= 50x (steps) and recall of the "
+               "final circuit (squares); shaded: the first 2.5% of training. F4.", induction_figure(recs, verdicts, model)),
+        Figure("pr_lead", "PR vs induction selectivity", "Each final induction head: participation ratio (green) and "
+               "induction selectivity (red); dashed: PR elevation and 50x crossing. F5.", pr_figure(recs, verdicts, model)),
+        Figure("label_grid", f"Head labels at {final.revision}", "Best class per head (>= 30x); dots: BOS heads; "
+               "red squares: induction heads (>= 50x); black outline: layers 0-1, which F1 says hold no BOS head.", label_grid_figure(final, model)),
+        Figure("ablation", "Ablation", "Top-1 for the induction target b with heads zeroed. Matched random: "
+               f"{random_note or 'n/a'}.", ablation_figure(verdicts, model)),
+    ]

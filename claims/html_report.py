@@ -1,0 +1,197 @@
+"""pytest plugin: turns pytest-html's report into one a researcher reads (issue 6).
+
+Registered by the root conftest (``pytest_plugins = ["claims.html_report"]``); active only with
+``--html``. It makes the report self-contained (figures, styles and scripts in one file), names it,
+and opens pytest-html's summary with the claims: a verdict table (claim x model, status and key
+number, plus the claim tests' outcomes), then per model the judge's messages and figures, then the
+run environment.
+
+Why the controller re-reads the records instead of receiving them from the tests: under xdist the
+tests run on workers, and the report is written on the controller after they finish. By then every
+measurement the workers made is in the cache, so the controller reads the same records read-only
+(:func:`claims.report_data.cached_records`: published files or cache, never a fresh probe run) and
+judges them with the same judge. This also covers models whose tests were deselected, and needs
+no large payload through xdist. The claim tests' outcomes arrive as ordinary test reports.
+"""
+from __future__ import annotations
+
+import re
+import traceback
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .report_data import FAILS, HOLDS, NA, XFAIL, XPASS, ModelReport, model_report, verdict_cell
+
+_CLAIM_MODULE = re.compile(r"(?:^|/)test_(f[1-5]|causal)_[^/]*\.py$")
+_OUTCOME_ORDER = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """With ``--html``: self-contained output (the user's command has no --self-contained-html)."""
+    if not config.getoption("htmlpath", None):
+        return
+    config.option.self_contained_html = True
+    if getattr(config, "workerinput", None) is None:  # the report is written on the controller only
+        config.pluginmanager.register(HeadwatchReport(config), "headwatch-html-report")
+
+
+# ---- which claim and model a test report belongs to ---------------------------------------------
+
+
+def classify(nodeid: str) -> tuple[str, str | None, bool] | None:
+    """(claim, model id or None, is a negative control) for a claim test's node id, else None.
+
+    ``claims/test_f1_x.py::test_f1_y[olmo-1b@step1000-tokens2B]`` -> ("F1", "olmo-1b", False).
+    """
+    path, _, rest = nodeid.partition("::")
+    m = _CLAIM_MODULE.search(path)
+    if not m:
+        return None
+    claim = m.group(1).upper() if m.group(1) != "causal" else "causal"
+    func, _, param = rest.partition("[")
+    control = func.split("::")[-1].startswith("test_negative_control")
+    model = param.rstrip("]").split("@")[0] if param and not control else None
+    return claim, model, control
+
+
+def outcome_of(rep: pytest.TestReport) -> str | None:
+    """One word per test (from whichever phase decides it), or None for a phase that does not."""
+    if rep.when == "call":
+        if hasattr(rep, "wasxfail"):
+            return "xfailed" if rep.skipped else "xpassed"
+        return rep.outcome
+    if rep.skipped:
+        return "skipped"
+    if rep.failed:
+        return "error"
+    return None
+
+
+def tests_line(counts: Counter) -> str:
+    return ", ".join(f"{counts[o]} {o}" for o in _OUTCOME_ORDER if counts.get(o))
+
+
+def disagrees(status: str, counts: Counter) -> bool:
+    """Whether the tests' outcomes contradict the judge's verdict (a bug somewhere: flag it)."""
+    bad = counts.get("failed", 0) + counts.get("error", 0)
+    if status == HOLDS:
+        return bool(bad or counts.get("xfailed"))
+    if status in (FAILS, XPASS):
+        return not bad
+    if status == XFAIL:
+        return not counts.get("xfailed")
+    if status == NA:
+        return bool(bad or counts.get("passed"))
+    return False
+
+
+# ---- the plugin ---------------------------------------------------------------------------------
+
+
+class HeadwatchReport:
+    """Collects claim-test outcomes during the run; builds the claims section at session end."""
+
+    def __init__(self, config: pytest.Config):
+        self.config = config
+        self.tests: dict[tuple[str, str], Counter] = {}
+        self.controls: Counter = Counter()
+        self.html: str | None = None
+
+    # -- during the run ------------------------------------------------------------------------
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        c = classify(report.nodeid)
+        outcome = outcome_of(report)
+        if c is None or outcome is None:
+            return
+        claim, model, control = c
+        if control:
+            self.controls[outcome] += 1
+        elif model is not None:
+            self.tests.setdefault((claim, model), Counter())[outcome] += 1
+
+    # -- at the end ----------------------------------------------------------------------------
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_html_report_title(self, report: Any) -> None:
+        report.title = "headwatch: when do attention circuits form? (claims of arXiv 2606.02378)"
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        try:
+            self.html = self.build()
+        except Exception:  # the test results must still be written; show what went wrong instead
+            self.html = ('<div id="headwatch"><h2>Claims</h2><pre style="color:#a8140e">the headwatch report '
+                         f"could not be built:\n{_escape(traceback.format_exc())}</pre></div>")
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_html_results_summary(self, prefix: list, summary: list, postfix: list, session: Any) -> None:
+        if self.html:
+            prefix.append(self.html)
+
+    def build(self) -> str:
+        from fixtures import runinfo
+
+        from .figures import model_figures
+        from .report_render import fragment
+
+        # the run as the tests saw it, before this plugin's own reads add to it
+        env = runinfo.run_info(self.config).to_dict()
+        reports, errors = [], []
+        for pm in selected_models(self.config, env):
+            reports.append(model_report(pm, provider_options(self.config, env)))
+        figures = {}
+        for r in reports:
+            if r.records:
+                try:
+                    figures[r.id] = model_figures(r.records, r.verdicts, r.id)
+                except Exception as e:
+                    errors.append(f"figures of {r.id} failed: {type(e).__name__}: {e}")
+        tests, mismatches = {}, {}
+        for r in reports:
+            for (claim, model), counts in self.tests.items():
+                if model == r.id:
+                    tests[(claim, model)] = tests_line(counts)
+                    mismatches[(claim, model)] = disagrees(verdict_cell(claim, r).status, counts)
+        return fragment(reports, figures, env, tests, mismatches, tests_line(self.controls) or None, errors)
+
+
+def _escape(text: str) -> str:
+    from html import escape
+
+    return escape(text)
+
+
+def selected_models(config: pytest.Config, env: dict[str, Any]) -> list[Any]:
+    """The session's selected PanelModels, with the revisions the run used.
+
+    From the run info (``models``: id -> panel, repo, revisions), which the root conftest fills
+    on every process, matched to the panel files named by ``--panel`` (or the default panels).
+    """
+    from fixtures import panels as panels_mod
+
+    names = [v.strip() for item in config.getoption("--panel") or [] for v in item.split(",") if v.strip()]
+    loaded = [panels_mod.load_panel(n) for n in names or panels_mod.default_panels()]
+    out = []
+    for model_id, info in (env.get("models") or {}).items():
+        entry = next((m for p in loaded for m in p.models
+                      if m.panel == info.get("panel") and m.repo == info.get("repo")), None)
+        if entry is None:
+            continue
+        revisions = info.get("revisions") or list(entry.revisions)
+        out.append(replace(entry.with_revisions(revisions), id=model_id))
+    return out
+
+
+def provider_options(config: pytest.Config, env: dict[str, Any]) -> Any:
+    """The provider options of the run (cache, dtype, examples, reference folder), read only."""
+    from fixtures import provider
+
+    cache_dir = env.get("cache_dir")
+    return provider.ProviderOptions(
+        cache_dir=Path(cache_dir) if cache_dir else provider.default_cache_dir(),
+        dtype=config.getoption("--dtype"), n_examples=config.getoption("--n-examples"),
+        reference_dir=config.getoption("--reference-dir"), progress=False,
+    )

@@ -1,0 +1,199 @@
+"""HTML for the report: the verdict table, per-model figure sections, the run environment.
+
+Pure functions from :class:`claims.report_data.ModelReport` (and plain dicts) to HTML strings, with
+no pytest import: the pytest-html plugin (:mod:`claims.html_report`) puts the fragment into
+pytest-html's summary, and ``headwatch report`` wraps it into a page of its own.
+
+Stable hooks for tests and tools: the verdict table is ``table#headwatch-verdicts``, each cell
+carries ``data-model``, ``data-claim`` and ``data-status``; each figure is an ``img`` with
+``data-figure="<model>/<figure name>"``; the environment is ``table#headwatch-environment``.
+"""
+from __future__ import annotations
+
+import base64
+import platform
+from collections.abc import Mapping, Sequence
+from html import escape
+from importlib import metadata
+from typing import Any
+
+from .figures import Figure
+from .judge import CLAIMS
+from .report_data import CLAIM_TITLES, FAILS, HOLDS, MISSING, NA, XFAIL, XPASS, ModelReport, verdict_cell
+
+#: Where to read a status word: colour per status (background, text).
+STATUS_STYLE = {
+    HOLDS: ("#e3f5e1", "#17631b"), FAILS: ("#fde2e1", "#a8140e"), XFAIL: ("#fff2d6", "#8a5a00"),
+    XPASS: ("#fde2e1", "#a8140e"), NA: ("#f1f1f1", "#555"), MISSING: ("#f1f1f1", "#a8140e"),
+}
+STATUS_LABEL = {HOLDS: "holds", FAILS: "FAILS", XFAIL: "expected deviation (xfail)",
+                XPASS: "declared deviation did not occur", NA: "n/a", MISSING: "not measured"}
+
+CSS = """
+#headwatch { color: #222; font-size: 13px; max-width: 1360px; }
+#headwatch h2 { margin-top: 28px; border-bottom: 1px solid #ddd; padding-bottom: 3px; }
+#headwatch h3 { font-size: 14px; margin: 18px 0 6px; color: #222; }
+#headwatch p, #headwatch li { color: #333; }
+#headwatch nav a { color: #1f5fa8; margin-right: 12px; }
+#headwatch table.hw { border-collapse: collapse; margin: 6px 0 10px; }
+#headwatch table.hw th, #headwatch table.hw td { border: 1px solid #d8d8d8; padding: 5px 8px; vertical-align: top; text-align: left; }
+#headwatch table.hw th { background: #f6f6f6; color: #222; }
+#headwatch td.cell { min-width: 150px; }
+#headwatch td.cell .st { font-weight: bold; display: block; }
+#headwatch td.cell .key { font-size: 15px; display: block; margin: 2px 0; color: #111; }
+#headwatch td.cell .tests { font-size: 11px; color: #555; }
+#headwatch td.cell .tests.mismatch { color: #a8140e; font-weight: bold; }
+#headwatch td.msg { font-size: 12px; color: #333; max-width: 980px; }
+#headwatch .figs { display: flex; flex-wrap: wrap; gap: 14px; align-items: flex-start; }
+#headwatch figure { margin: 0; border: 1px solid #e4e4e4; padding: 6px; background: #fff; }
+#headwatch figure img { display: block; max-width: 100%; }
+#headwatch figcaption { font-size: 11px; color: #444; max-width: 440px; margin-top: 4px; }
+#headwatch figure.wide figcaption { max-width: 900px; }
+#headwatch .note { background: #fff8e5; border-left: 4px solid #e0a800; padding: 6px 10px; color: #333; }
+#headwatch .error { background: #fde2e1; border-left: 4px solid #a8140e; padding: 6px 10px; color: #222; white-space: pre-wrap; }
+/* pytest-html puts its own environment table first: move it (and the test list) below the claims */
+body { display: flex; flex-direction: column; }
+body > h1, body > p { order: 0; }
+body > .summary { order: 1; }
+body > #environment-header, body > #environment { order: 2; }
+body > #results-table { order: 3; }
+body > footer { order: 4; }
+"""
+
+
+def _status_cell(model: str, claim: str, report: ModelReport, tests: str | None, mismatch: bool) -> str:
+    c = verdict_cell(claim, report)
+    bg, fg = STATUS_STYLE[c.status]
+    title = escape(c.message, quote=True)
+    tests_html = ""
+    if tests:
+        tests_html = f'<span class="tests{" mismatch" if mismatch else ""}">tests: {escape(tests)}</span>'
+    return (f'<td class="cell" data-model="{escape(model, quote=True)}" data-claim="{claim}" '
+            f'data-status="{escape(c.status, quote=True)}" style="background:{bg}" title="{title}">'
+            f'<span class="st" style="color:{fg}">{escape(STATUS_LABEL[c.status])}</span>'
+            f'<span class="key">{escape(c.key) or "&nbsp;"}</span>{tests_html}</td>')
+
+
+def verdict_table(reports: Sequence[ModelReport], tests: Mapping[tuple[str, str], str] | None = None,
+                  mismatches: Mapping[tuple[str, str], bool] | None = None) -> str:
+    """Claims as rows, models as columns; ``tests[(claim, model)]`` is the claim tests' outcome line."""
+    tests, mismatches = tests or {}, mismatches or {}
+    head = "".join(f'<th><a href="#hw-model-{escape(r.id, quote=True)}">{escape(r.id)}</a><br>'
+                   f'<span style="font-weight:normal;color:#666">{escape(r.repo)} · {len(r.records)} revisions</span></th>'
+                   for r in reports)
+    rows = []
+    for claim in CLAIMS:
+        cells = "".join(_status_cell(r.id, claim, r, tests.get((claim, r.id)), mismatches.get((claim, r.id), False))
+                        for r in reports)
+        rows.append(f"<tr><th>{escape(CLAIM_TITLES[claim])}</th>{cells}</tr>")
+    return f'<table class="hw" id="headwatch-verdicts"><tr><th>claim</th>{head}</tr>{"".join(rows)}</table>'
+
+
+def _img(model: str, fig: Figure) -> str:
+    data = base64.b64encode(fig.png).decode("ascii")
+    wide = ' class="wide"' if fig.name == "pr_lead" else ""
+    return (f'<figure{wide}><img data-figure="{escape(model, quote=True)}/{fig.name}" alt="{escape(fig.title, quote=True)}" '
+            f'src="data:image/png;base64,{data}"><figcaption><b>{escape(fig.title)}.</b> {escape(fig.caption)}'
+            f'</figcaption></figure>')
+
+
+def model_section(report: ModelReport, figures: Sequence[Figure]) -> str:
+    """One model: the judge's message per claim, then its figures."""
+    parts = [f'<h2 id="hw-model-{escape(report.id, quote=True)}">{escape(report.id)} '
+             f'<span style="font-weight:normal;color:#666">({escape(report.repo)}, panel {escape(report.panel)})</span></h2>']
+    if report.error:
+        parts.append(f'<div class="error">could not read or judge this model: {escape(report.error)}</div>')
+    if report.missing:
+        parts.append(f'<p class="note">{len(report.missing)} revision(s) have no measurement on disk and are left out: '
+                     f'{escape(", ".join(report.missing))}. Run the claim tests (or <code>headwatch measure</code>) to '
+                     "measure them.</p>")
+    if report.verdicts:
+        rows = "".join(
+            f'<tr><th>{escape(CLAIM_TITLES[c])}</th><td style="color:{STATUS_STYLE[verdict_cell(c, report).status][1]};'
+            f'font-weight:bold">{escape(STATUS_LABEL[verdict_cell(c, report).status])}</td>'
+            f'<td class="msg">{escape(report.verdicts[c].get("message", ""))}'
+            + (f'<br><i>declared deviation: {escape(report.verdicts[c]["declared_xfail"])}</i>'
+               if report.verdicts[c].get("declared_xfail") else "") + "</td></tr>"
+            for c in CLAIMS)
+        parts.append(f'<table class="hw verdict-details">{rows}</table>')
+    if figures:
+        parts.append('<div class="figs">' + "".join(_img(report.id, f) for f in figures) + "</div>")
+    return "\n".join(parts)
+
+
+def versions() -> dict[str, str]:
+    """Versions of what computed and drew the numbers."""
+    out = {"python": platform.python_version()}
+    for pkg in ("headwatch", "torch", "transformers", "numpy", "matplotlib", "pytest", "pytest-html", "pytest-xdist"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            continue
+    try:
+        from fixtures.cache import probe_code_version
+
+        out["probe code"] = probe_code_version()
+    except Exception:  # the environment table must not fail the report
+        pass
+    return out
+
+
+def environment_table(env: Mapping[str, Any], reports: Sequence[ModelReport]) -> str:
+    """Panels, models and revisions, device, dtype, versions, cache hits vs fresh runs (from a RunInfo dict)."""
+    counts = env.get("counts") or {}
+    per_model: dict[str, dict[str, int]] = {}
+    for e in env.get("entries", []):
+        d = per_model.setdefault(e["model"], {})
+        d[e["status"]] = d.get(e["status"], 0) + 1
+    model_rows = []
+    for r in reports:
+        m = (env.get("models") or {}).get(r.id, {})
+        revs = m.get("revisions") or [x.revision for x in r.records]
+        st = ", ".join(f"{n} {s}" for s, n in sorted(per_model.get(r.id, {}).items())) or "not loaded by a test"
+        model_rows.append(f"<tr><td>{escape(r.id)}</td><td>{escape(r.repo)}</td><td>{escape(m.get('source', '?'))}</td>"
+                          f"<td>{escape(r.panel)}</td><td>{len(revs)}: {escape(', '.join(revs))}</td><td>{escape(st)}</td></tr>")
+    rows = [
+        ("panels", ", ".join(env.get("panels") or []) or "?"),
+        ("device", str(env.get("device") or "?")),
+        ("dtype", str(env.get("dtype") or "each panel model's own")),
+        ("examples per batch", str(env.get("n_examples") or "each panel's own")),
+        ("measurement cache", str(env.get("cache_dir") or "?") + (" (--refresh)" if env.get("refresh") else "")),
+        ("measurements", (", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "none loaded by a test")
+         + " (hit: read from the cache; computed/refreshed: fresh probe run; reference: the author's published files)"),
+        ("versions", ", ".join(f"{k} {v}" for k, v in versions().items())),
+    ]
+    for g in env.get("identical_weights") or []:
+        rows.append(("identical weights", f"{g['model']}: {', '.join(g['revisions'])}"))
+    for w in env.get("warnings") or []:
+        rows.append(("warning", w))
+    head = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in rows)
+    models = ("<table class='hw'><tr><th>model</th><th>repo</th><th>source</th><th>panel</th><th>revisions</th>"
+              f"<th>this run</th></tr>{''.join(model_rows)}</table>")
+    return f'<table class="hw" id="headwatch-environment">{head}</table>{models}'
+
+
+def fragment(reports: Sequence[ModelReport], figures: Mapping[str, Sequence[Figure]], env: Mapping[str, Any],
+             tests: Mapping[tuple[str, str], str] | None = None,
+             mismatches: Mapping[tuple[str, str], bool] | None = None, controls: str | None = None,
+             errors: Sequence[str] = ()) -> str:
+    """The whole headwatch part of a report, one ``div#headwatch``."""
+    nav = " ".join(f'<a href="#hw-model-{escape(r.id, quote=True)}">{escape(r.id)}</a>' for r in reports)
+    legend = ("Each cell: the judge's verdict (claims/judge.py, the one the claim tests assert), the claim's key number, "
+              "and the outcome of the claim's tests for that model. Hover a cell for the judge's full message. "
+              "Expected deviation: the panel declares the claim a known finding for this model (strict xfail).")
+    parts = [f"<style>{CSS}</style>", '<div id="headwatch">',
+             f'<nav>Jump to: {nav} <a href="#hw-environment">run environment</a> '
+             '<a href="#results-table">test list</a></nav>',
+             "<h2>Claims (arXiv 2606.02378)</h2>", f"<p>{escape(legend)}</p>", verdict_table(reports, tests, mismatches)]
+    if controls:
+        parts.append(f"<p>Negative controls (planted trajectories each claim must reject): {escape(controls)}.</p>")
+    parts += [f'<div class="error">{escape(e)}</div>' for e in errors]
+    parts += [model_section(r, figures.get(r.id, ())) for r in reports]
+    parts += ['<h2 id="hw-environment">Run environment</h2>', environment_table(env, reports), "</div>"]
+    return "\n".join(parts)
+
+
+def standalone_page(title: str, body: str) -> str:
+    """A complete HTML page around :func:`fragment` (``headwatch report``)."""
+    return (f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{escape(title)}</title></head>'
+            f'<body style="font-family: Helvetica, Arial, sans-serif"><h1>{escape(title)}</h1>{body}</body></html>')
