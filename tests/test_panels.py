@@ -293,3 +293,19 @@ def test_model_scope_of_test_ids():
     assert model_scope("c/test_x.py::test_x[t.m@step2]", ids) == "t.m"
     assert model_scope("c/test_x.py::test_x[xolmo-1b]", ids) is None
     assert model_scope("c/test_x.py::test_x", ids) is None
+
+
+def test_run_info_merges_worker_reports():
+    from fixtures.runinfo import EntryInfo, RunInfo
+
+    a, b = RunInfo(panels=["organisms"], device="auto"), RunInfo(panels=["organisms"], device="auto")
+    a.add_entry(EntryInfo("m1", "org/m1", "step1", "computed", worker="gw0"))
+    a.add_entry(EntryInfo("m1", "org/m1", "step1", "hit", worker="gw0"))  # same entry again: kept once
+    b.add_entry(EntryInfo("m2", "org/m2", "step1", "hit", worker="gw1"))
+    b.identical_weights.append({"model": "m2", "revisions": ["step1", "step2"], "weights_hash": "ab"})
+    merged = RunInfo()
+    for w in (a, b):
+        merged.merge(json.loads(json.dumps(w.to_dict())))  # what travels through xdist
+    assert merged.panels == ["organisms"] and merged.device == "auto"
+    assert merged.counts() == {"computed": 1, "hit": 1}
+    assert merged.identical_weights == b.identical_weights
