@@ -1,0 +1,138 @@
+"""Model organisms: a cut-down organism per family trains a few steps into a Hub-format cache,
+its checkpoints load offline by (repo id, revision), and training is deterministic and resumable.
+
+The real recipes take minutes; these shrink the architecture and data (same classes, same code
+path) so the whole module runs in seconds.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+import torch
+
+from fixtures.hubcache import cached_revisions, repo_folder
+from fixtures.organisms import FAMILIES, ORGANISMS, DataSpec, ensure_trained
+from fixtures.organisms import train as train_mod
+from fixtures.organisms.train import META_FILE, STATE_DIR, TrainLog, log_schedule, missing_revisions, train
+
+TINY_DATA = DataSpec(seq_len=24, batch_size=4, vocab_lo=4, vocab_hi=64, span_lo=4, span_hi=10)
+
+
+def tiny(family: str):
+    """The family's real recipe, shrunk to a few seconds of training."""
+    r = ORGANISMS[family].recipe
+    extra = {"intermediate_size": 32}
+    return dataclasses.replace(
+        r, n_layers=2, d_model=32, n_heads=2, vocab_size=64, data=TINY_DATA,
+        total_steps=6, checkpoints=(0, 2, 6), **extra,
+    )
+
+
+@pytest.fixture
+def offline(monkeypatch):
+    """HF_HUB_OFFLINE=1, also for the already-imported huggingface_hub constant."""
+    import huggingface_hub.constants as hc
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(hc, "HF_HUB_OFFLINE", True)
+
+
+def load(cache_dir, repo: str, revision: str):
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(
+        repo, revision=revision, cache_dir=cache_dir, use_safetensors=True
+    )
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_cache_layout_and_offline_load(family, tmp_path, offline):
+    recipe = tiny(family)
+    log = train(recipe, seed=0, cache_dir=tmp_path, progress=False)
+    repo = f"headwatch-organisms/{family}-seed0"
+    refs = cached_revisions(tmp_path, repo)
+    assert sorted(refs) == ["step0", "step2", "step6"]
+    root = repo_folder(tmp_path, repo)
+    for rev, commit in refs.items():
+        snap = root / "snapshots" / commit
+        names = sorted(p.name for p in snap.iterdir())
+        assert names == sorted(["config.json", "generation_config.json", "model.safetensors", META_FILE]) or \
+            names == sorted(["config.json", "model.safetensors", META_FILE]), names
+        meta = json.loads((snap / META_FILE).read_text())
+        step = int(rev.removeprefix("step"))
+        assert meta["step"] == step and meta["revision"] == rev and meta["repo_id"] == repo
+        assert meta["tokens_seen"] == step * TINY_DATA.batch_size * TINY_DATA.seq_len
+    assert len(set(refs.values())) == 3, "distinct checkpoints must have distinct weights"
+    assert log.complete and log.step == 6
+    # Once complete, only the JSON log of the training state remains (no moments, no pickle).
+    state = tmp_path / STATE_DIR / f"{family}-seed0"
+    assert [p.name for p in state.iterdir()] == ["log.json"]
+    assert not list(tmp_path.rglob("*.bin")) and not list(tmp_path.rglob("*.pt"))
+
+    m0, m6 = load(tmp_path, repo, "step0"), load(tmp_path, repo, "step6")
+    assert type(m0).__name__ == recipe.model_class().__name__
+    assert m0.config.num_hidden_layers == 2
+    p0, p6 = dict(m0.named_parameters()), dict(m6.named_parameters())
+    assert any(not torch.equal(p0[k], p6[k]) for k in p0), "training changed no weight"
+    with pytest.raises(OSError):
+        load(tmp_path, repo, "step3")
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_deterministic_and_resumable(family, tmp_path):
+    recipe = tiny(family)
+    whole, split = tmp_path / "whole", tmp_path / "split"
+    train(recipe, seed=1, cache_dir=whole, progress=False)
+    # Kill after 3 updates (state saved at step 2, a checkpoint, and every step here), then resume.
+    partial = train(recipe, seed=1, cache_dir=split, progress=False, state_every=1, stop_after=3)
+    assert partial.step == 3 and not partial.complete
+    assert missing_revisions(recipe, 1, split) == [6]
+    done = train(recipe, seed=1, cache_dir=split, progress=False)
+    assert done.complete and done.step == 6
+    repo = f"headwatch-organisms/{family}-seed1"
+    assert cached_revisions(whole, repo) == cached_revisions(split, repo), "resumed run diverged"
+
+
+def test_other_seed_other_weights(tmp_path):
+    recipe = tiny("gptneox")
+    train(recipe, seed=0, cache_dir=tmp_path, progress=False)
+    train(recipe, seed=1, cache_dir=tmp_path, progress=False)
+    a = cached_revisions(tmp_path, "headwatch-organisms/gptneox-seed0")
+    b = cached_revisions(tmp_path, "headwatch-organisms/gptneox-seed1")
+    assert a["step0"] != b["step0"] and a["step6"] != b["step6"]
+
+
+def test_ensure_trained_trains_only_what_is_missing(tmp_path, monkeypatch):
+    organism = dataclasses.replace(ORGANISMS["olmo"], recipe=tiny("olmo"))
+    monkeypatch.setitem(ORGANISMS, "olmo", organism)
+    assert ensure_trained("olmo", 0, tmp_path, progress=False) == "headwatch-organisms/olmo-seed0"
+    import fixtures.organisms as organisms
+
+    calls = []
+    monkeypatch.setattr(organisms, "train", lambda *a, **k: calls.append(a))
+    ensure_trained("olmo", 0, tmp_path, progress=False)
+    assert calls == []
+    with pytest.raises(ValueError, match="unknown organism"):
+        ensure_trained("llama", 0, tmp_path)
+
+
+def test_log_schedule_is_log_spaced_from_zero():
+    s = log_schedule(1500, 16, 9)
+    assert s[0] == 0 and s[-1] == 1500 and len(s) == 9
+    ratios = [b / a for a, b in zip(s[1:], s[2:])]
+    assert max(ratios) / min(ratios) < 1.1
+
+
+def test_recipes_meet_the_issue_shape():
+    """>= 8 checkpoints including 0, OLMoE with >= 4 experts, probe batch inside the training vocab."""
+    for family, org in ORGANISMS.items():
+        r = org.recipe
+        assert len(r.checkpoints) >= 8 and r.checkpoints[0] == 0
+        assert r.data.vocab_lo <= org.probe.vocab_lo < org.probe.vocab_hi <= r.data.vocab_hi
+        assert org.probe.seq_len <= r.data.seq_len
+        # The probe's induction distance (T-2-ab, ab in [20, T/2)) lies within trained spans - 1.
+        T = org.probe.seq_len
+        assert r.data.span_lo - 1 <= T - 2 - (T // 2 - 1) and T - 2 - 20 <= r.data.span_hi - 1
+    assert ORGANISMS["olmoe"].recipe.num_experts >= 4
