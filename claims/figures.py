@@ -76,7 +76,11 @@ def _mark(ax: Any, x: float | None, label: str, color: str, y: float = 0.97) -> 
     if x is None:
         return
     ax.axvline(x, color=color, ls="--", lw=1.2)
-    ax.text(x, y, f" {label}", color=color, transform=ax.get_xaxis_transform(), va="top", ha="left", fontsize=8)
+    lo, hi = (np.log10(v) for v in ax.get_xlim()) if ax.get_xscale() == "log" else ax.get_xlim()
+    pos = np.log10(x) if ax.get_xscale() == "log" else x
+    right = (pos - lo) / (hi - lo) > 0.75 if hi > lo else False  # near the right edge: label to the left
+    ax.text(x, y, f" {label} " if right else f" {label}", color=color, transform=ax.get_xaxis_transform(), va="top",
+            ha="right" if right else "left", fontsize=8)
 
 
 def _revision_x(records: Sequence[MeasurementRecord], revision: str | None) -> float | None:
@@ -112,9 +116,9 @@ def bos_figure(records: Sequence[MeasurementRecord], verdicts: Mapping[str, Any]
                 color="black", lw=3.5, alpha=0.35, label=f"largest rise {100 * shape.largest_rise:.1f} pts")
         ax.legend(loc="upper left", fontsize=8, frameon=False)
     ax.axhline(100 * T.BOS_LEVEL, color="gray", lw=0.8, ls=":")
+    _token_axis(ax, xs)  # before the marks: they place their labels by the axis limits
     _mark(ax, _revision_x(recs, sep.induction.revision), f"t_induction {fmt_tokens(sep.induction.tokens)}", SEL_COLOR)
     _mark(ax, _revision_x(recs, sep.bos.revision), f"t_bos50 {fmt_tokens(sep.bos.tokens)}", CLASS_COLORS["first-token"], 0.85)
-    _token_axis(ax, xs)
     ax.set_ylim(0, 100)
     ax.set_ylabel("BOS heads (% of all heads)")
     f2 = verdicts.get("F2", {})

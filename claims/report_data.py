@@ -129,7 +129,7 @@ def _f4_key(v: Mapping[str, Any]) -> str:
     if not c:
         return "no final circuit" if not v.get("final_circuit") else "never"
     fr = c["fraction_of_total"]
-    key = f"{100 * c['recall']:.0f}% at {100 * fr:.2g}%"
+    key = f"{100 * c['recall']:.0f}% at {100 * fr:.2g}% of tokens"
     paper = v.get("paper_table")
     if paper:
         key += f"; paper {100 * paper['fraction_of_total']:.2g}%"

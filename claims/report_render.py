@@ -34,7 +34,9 @@ CSS = """
 #headwatch h2 { margin-top: 28px; border-bottom: 1px solid #ddd; padding-bottom: 3px; }
 #headwatch h3 { font-size: 14px; margin: 18px 0 6px; color: #222; }
 #headwatch p, #headwatch li { color: #333; }
-#headwatch nav a { color: #1f5fa8; margin-right: 12px; }
+#headwatch a { color: #1f5fa8; }
+#headwatch nav a { margin-right: 12px; }
+#headwatch td.nowrap { white-space: nowrap; }
 #headwatch table.hw { border-collapse: collapse; margin: 6px 0 10px; }
 #headwatch table.hw th, #headwatch table.hw td { border: 1px solid #d8d8d8; padding: 5px 8px; vertical-align: top; text-align: left; }
 #headwatch table.hw th { background: #f6f6f6; color: #222; }
@@ -138,6 +140,15 @@ def versions() -> dict[str, str]:
     return out
 
 
+def _device_line(env: Mapping[str, Any]) -> str:
+    """The requested device and where measurements were actually made in this run."""
+    used = sorted({e["device"] for e in env.get("entries", []) if e.get("device")})
+    asked = str(env.get("device") or "?")
+    if used:
+        return f"{asked} (measured on {', '.join(used)})"
+    return f"{asked} (no model loaded in this run: published measurements or cache hits only)"
+
+
 def environment_table(env: Mapping[str, Any], reports: Sequence[ModelReport]) -> str:
     """Panels, models and revisions, device, dtype, versions, cache hits vs fresh runs (from a RunInfo dict)."""
     counts = env.get("counts") or {}
@@ -150,11 +161,11 @@ def environment_table(env: Mapping[str, Any], reports: Sequence[ModelReport]) ->
         m = (env.get("models") or {}).get(r.id, {})
         revs = m.get("revisions") or [x.revision for x in r.records]
         st = ", ".join(f"{n} {s}" for s, n in sorted(per_model.get(r.id, {}).items())) or "not loaded by a test"
-        model_rows.append(f"<tr><td>{escape(r.id)}</td><td>{escape(r.repo)}</td><td>{escape(m.get('source', '?'))}</td>"
+        model_rows.append(f"<tr><td class='nowrap'>{escape(r.id)}</td><td>{escape(r.repo)}</td><td>{escape(m.get('source', '?'))}</td>"
                           f"<td>{escape(r.panel)}</td><td>{len(revs)}: {escape(', '.join(revs))}</td><td>{escape(st)}</td></tr>")
     rows = [
         ("panels", ", ".join(env.get("panels") or []) or "?"),
-        ("device", str(env.get("device") or "?")),
+        ("device", _device_line(env)),
         ("dtype", str(env.get("dtype") or "each panel model's own")),
         ("examples per batch", str(env.get("n_examples") or "each panel's own")),
         ("measurement cache", str(env.get("cache_dir") or "?") + (" (--refresh)" if env.get("refresh") else "")),
@@ -175,15 +186,15 @@ def environment_table(env: Mapping[str, Any], reports: Sequence[ModelReport]) ->
 def fragment(reports: Sequence[ModelReport], figures: Mapping[str, Sequence[Figure]], env: Mapping[str, Any],
              tests: Mapping[tuple[str, str], str] | None = None,
              mismatches: Mapping[tuple[str, str], bool] | None = None, controls: str | None = None,
-             errors: Sequence[str] = ()) -> str:
+             errors: Sequence[str] = (), test_list: bool = True) -> str:
     """The whole headwatch part of a report, one ``div#headwatch``."""
     nav = " ".join(f'<a href="#hw-model-{escape(r.id, quote=True)}">{escape(r.id)}</a>' for r in reports)
     legend = ("Each cell: the judge's verdict (claims/judge.py, the one the claim tests assert), the claim's key number, "
               "and the outcome of the claim's tests for that model. Hover a cell for the judge's full message. "
               "Expected deviation: the panel declares the claim a known finding for this model (strict xfail).")
     parts = [f"<style>{CSS}</style>", '<div id="headwatch">',
-             f'<nav>Jump to: {nav} <a href="#hw-environment">run environment</a> '
-             '<a href="#results-table">test list</a></nav>',
+             f'<nav>Jump to: {nav} <a href="#hw-environment">run environment</a>'
+             + (' <a href="#results-table">test list</a>' if test_list else "") + "</nav>",
              "<h2>Claims (arXiv 2606.02378)</h2>", f"<p>{escape(legend)}</p>", verdict_table(reports, tests, mismatches)]
     if controls:
         parts.append(f"<p>Negative controls (planted trajectories each claim must reject): {escape(controls)}.</p>")

@@ -1,0 +1,114 @@
+"""``headwatch report``: the report's figures, a CSV and a JSON summary, from what is on disk.
+
+Reads each panel model's records without measuring anything (published files for ``reference``
+models, the measurement cache for the others; see :func:`claims.report_data.cached_records`), judges
+them with the judge the claim tests use, and writes into ``--out DIR``::
+
+    DIR/summary.csv              one row per (model, claim): status, key number, judge's message
+    DIR/summary.json             the same plus every verdict dict and the missing revisions
+    DIR/<model>/<figure>.png     bos_fraction, induction_heads, pr_lead, label_grid, ablation
+    DIR/report.html              the verdict table and figures as one self-contained page
+
+Revisions not yet measured are listed, not measured: run the claim tests (or ``headwatch measure``).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from probes.record import write_json_atomic
+
+DEFAULT_PANEL = "published"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--panel", action="append", default=None, metavar="NAME|FILE",
+                        help=f"panel(s) to report (repeatable or comma list; default: {DEFAULT_PANEL})")
+    parser.add_argument("--out", required=True, metavar="DIR", help="folder for the figures, CSV and JSON")
+    parser.add_argument("--models", nargs="+", default=None, metavar="M", help="only these models (short names or repo ids)")
+    parser.add_argument("--cache-dir", default=None, metavar="DIR",
+                        help="headwatch cache to read (default $HEADWATCH_CACHE_DIR or .cache/headwatch)")
+    parser.add_argument("--n-examples", type=int, default=None, metavar="N",
+                        help="read measurements made with this many examples (as given to pytest --n-examples)")
+    parser.add_argument("--dtype", default=None, choices=["float32", "float16", "bfloat16"],
+                        help="read measurements made in this dtype (as given to pytest --dtype)")
+    parser.add_argument("--no-figures", action="store_true", help="only the CSV and JSON")
+
+
+def _models(args: argparse.Namespace) -> list[Any]:
+    from fixtures.panels import load_panel
+
+    names = [v.strip() for item in args.panel or [DEFAULT_PANEL] for v in item.split(",") if v.strip()]
+    models = [m for n in names for m in load_panel(n).models]
+    if args.models:
+        wanted = set(args.models)
+        models = [m for m in models if {m.name, m.id, m.repo, m.repo.split("/")[-1]} & wanted]
+    return models
+
+
+def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["model", "claim", "status"])
+        w.writeheader()
+        w.writerows(rows)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Write the report files; 2 on bad input, 1 when no model has a single measurement on disk."""
+    from fixtures import provider
+    from fixtures.panels import PanelError
+
+    from .figures import model_figures
+    from .report_data import model_report, summary_rows, verdict_cell
+    from .report_render import fragment, standalone_page, versions
+
+    try:
+        models = _models(args)
+    except PanelError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if not models:
+        print(f"error: none of {args.models} is in the panel(s)", file=sys.stderr)
+        return 2
+    cache_dir = Path(args.cache_dir).expanduser().resolve() if args.cache_dir else provider.default_cache_dir()
+    options = provider.ProviderOptions(cache_dir=cache_dir, n_examples=args.n_examples, dtype=args.dtype, progress=False)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    reports = [model_report(m, options) for m in models]
+    figures = {}
+    for r in reports:
+        status = " ".join(f"{c}={verdict_cell(c, r).status}" for c in r.verdicts) or (r.error or "no measurements on disk")
+        print(f"{r.id}: {len(r.records)} revisions; {status}")
+        if r.missing:
+            print(f"  not measured yet: {', '.join(r.missing)}", file=sys.stderr)
+        if r.records and not args.no_figures:
+            figures[r.id] = model_figures(r.records, r.verdicts, r.id)
+            for f in figures[r.id]:
+                p = out / r.id / f"{f.name}.png"
+                p.parent.mkdir(parents=True, exist_ok=True)
+                p.write_bytes(f.png)
+
+    rows = summary_rows(reports)
+    write_csv(out / "summary.csv", rows)
+    write_json_atomic(out / "summary.json", {
+        "panels": sorted({m.panel for m in models}), "cache_dir": str(cache_dir), "versions": versions(),
+        "rows": rows,
+        "models": {r.id: {"repo": r.repo, "panel": r.panel, "revisions": [x.revision for x in r.records],
+                          "missing": r.missing, "error": r.error, "verdicts": r.verdicts,
+                          "figures": [f"{r.id}/{f.name}.png" for f in figures.get(r.id, [])]} for r in reports},
+    })
+    os.chmod(out / "summary.json", 0o644)  # written through a private temp file; readable like the CSV
+    env = {"panels": sorted({m.panel for m in models}), "cache_dir": str(cache_dir), "device": "none (read from disk)",
+           "models": {m.id: {"repo": m.repo, "panel": m.panel, "source": m.source, "revisions": list(m.sorted_revisions)}
+                      for m in models}}
+    page = standalone_page("headwatch report", fragment(reports, figures, env, test_list=False))
+    (out / "report.html").write_text(page, encoding="utf-8")
+    print(f"wrote {out / 'summary.csv'}, {out / 'summary.json'}, {out / 'report.html'}"
+          + (f" and {sum(len(v) for v in figures.values())} figures" if figures else ""))
+    return 0 if any(r.records for r in reports) else 1
