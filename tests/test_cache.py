@@ -16,12 +16,19 @@ from pathlib import Path
 import pytest
 
 from fixtures import cache as cache_mod
-from fixtures import loading, provider
+from fixtures import loading, provider, runinfo
 from fixtures.cache import CacheKey, CacheNotWritable, CorruptEntryWarning, MeasurementCache
 from fixtures.panels import load_panel
 from probes.record import MeasurementRecord, ProbeSettings
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def own_run_info():
+    """Keep these tests' measurements out of the session's run info (and its report)."""
+    with runinfo.isolated():
+        yield
 
 
 def record(revision: str = "step1", value: float = 1.0) -> MeasurementRecord:

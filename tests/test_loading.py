@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures import loading, provider
+from fixtures import loading, provider, runinfo
 from fixtures.hubcache import repo_folder, save_revision, save_tiny_revisions
 from fixtures.panels import PanelError, load_panel, parse_panel
 
@@ -45,7 +45,8 @@ def offline(monkeypatch):
     monkeypatch.setattr(huggingface_hub.HfApi, "list_repo_refs", no_network)
     monkeypatch.setattr(huggingface_hub.HfApi, "list_repo_files", no_network)
     provider.clear_memo()
-    yield
+    with runinfo.isolated():  # keep these measurements out of the session's report
+        yield
     provider.clear_memo()
 
 
