@@ -53,8 +53,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--dtype", default=None, choices=["float32", "float16", "bfloat16"],
                 help="load and probe dtype (default: each panel model's own, float32 for the paper)")
     g.addoption("--cache-dir", default=None, metavar="DIR",
-                help="headwatch cache: measurements/ and organism checkpoints hub/ "
-                     "(default $HEADWATCH_CACHE_DIR or .cache/headwatch)")
+                help="measurement cache folder (default $HEADWATCH_CACHE_DIR or .cache/headwatch); "
+                     "organism checkpoints stay in $HEADWATCH_ORGANISMS_CACHE or .cache/organisms")
     g.addoption("--n-examples", type=int, default=None, metavar="N",
                 help="examples in the induction batch (default: the panel's, 2000 for the paper)")
     g.addoption("--refresh", action="store_true", default=False,

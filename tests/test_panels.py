@@ -96,6 +96,18 @@ def test_organisms_panel_schema():
         assert s.vocab_hi <= 4096 and s.seq_len >= 57  # in-distribution, room for 50 baseline positions
 
 
+def test_organisms_panel_agrees_with_the_organisms_module():
+    organisms = pytest.importorskip("fixtures.organisms")
+    for m in load_panel("organisms").models:
+        org = organisms.ORGANISMS[m.organism.family]
+        assert m.repo == org.repo_id(m.organism.seed)
+        assert list(m.revisions) == org.revisions()
+        assert all(m.tokens_seen[r] == org.tokens_seen(r) for r in m.revisions)
+        settings = m.settings_for(m.final_revision)
+        for f in ("n_examples", "seq_len", "vocab_lo", "vocab_hi", "seed", "n_pr"):
+            assert getattr(settings, f) == getattr(org.probe, f), f
+
+
 def test_default_panels_need_neither_network_nor_gpu():
     assert default_panels() == ["organisms", "published"]
 
