@@ -204,7 +204,7 @@ def test_trust_remote_code_off_and_loader_arguments(hub, monkeypatch):
     resolved = loading.resolve_revision("tiny-org/olmo", "step8", cache_dir=str(hub))
     with pytest.raises(loading.LoadingError, match="could not load tiny-org/olmo@step8"):
         loading.load_checkpoint(resolved)
-    assert seen["repo"] == "tiny-org/olmo" and seen["revision"] == "step8"
+    assert seen["repo"] == "tiny-org/olmo" and seen["revision"] == resolved.commit  # pinned, not the branch
     assert seen["trust_remote_code"] is False and seen["use_safetensors"] is True
     assert seen["attn_implementation"] == "eager" and seen["local_files_only"] is True
     assert seen["cache_dir"] == str(hub)
@@ -243,3 +243,35 @@ def test_device_choice(monkeypatch):
     assert loading.pick_device("auto", "gw0") == "cuda:0"
     assert loading.pick_device("auto", "") == "cuda:0"
     assert loading.pick_device("cuda:1", "gw0") == "cuda:1"
+
+
+# ---- online resolution (the Hub faked: tests never touch the network) -----------------------------
+
+
+class FakeRefs:
+    def __init__(self, names):
+        from types import SimpleNamespace
+
+        self.branches = [SimpleNamespace(name=n, target_commit=f"{i:040x}") for i, n in enumerate(names)]
+        self.tags = []
+
+
+def test_online_resolution_with_list_repo_refs(monkeypatch, tmp_path):
+    import huggingface_hub
+
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    names = ["main", "step50000-tokens209B", "step100000-tokens419B", "step200000-tokens838B"]
+    files = {"step100000-tokens419B": ["config.json", "model-00001-of-00002.safetensors"],
+             "step200000-tokens838B": ["config.json", "pytorch_model.bin"]}
+    commits = {f"{i:040x}": n for i, n in enumerate(names)}
+    monkeypatch.setattr(huggingface_hub.HfApi, "list_repo_refs", lambda self, repo: FakeRefs(names))
+    monkeypatch.setattr(huggingface_hub.HfApi, "list_repo_files",
+                        lambda self, repo, revision=None: files.get(commits[revision], []))
+    repo = "allenai/OLMoE-1B-7B-0924"
+    r = loading.resolve_revision(repo, "step100000-tokens419B", cache_dir=str(tmp_path))
+    assert (r.kind, r.commit, r.identity) == ("hub", f"{2:040x}", f"{2:040x}")
+    # the author's files say tokens418B for this branch: the error names the real one
+    with pytest.raises(loading.RevisionNotFound, match=r"no revision 'step100000-tokens418B' in the Hub.*step100000-tokens419B"):
+        loading.resolve_revision(repo, "step100000-tokens418B", cache_dir=str(tmp_path))
+    with pytest.raises(loading.NoSafetensorsError, match=r"pytorch_model\.bin"):
+        loading.resolve_revision(repo, "step200000-tokens838B", cache_dir=str(tmp_path))
