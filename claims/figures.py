@@ -63,12 +63,16 @@ def _x(tokens: Sequence[float]) -> np.ndarray:
     return np.where(t > 0, t, floor)
 
 
-def _token_axis(ax: Any, xs: np.ndarray) -> None:
+def _token_axis(ax: Any, xs: np.ndarray, zero: bool = False) -> None:
     ax.set_xscale("log")
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt_tokens(v)))
-    ax.set_xlabel("tokens seen (log)")
+    ax.set_xlabel("tokens seen (log; first point = 0 tokens)" if zero else "tokens seen (log)", fontsize=9)
     ax.set_xlim(xs.min() / 1.6, xs.max() * 1.6)
     ax.grid(True, which="major", alpha=0.3)
+
+
+def _has_zero(records: Sequence[MeasurementRecord]) -> bool:
+    return any((r.tokens_seen or 0) <= 0 for r in records)
 
 
 def _mark(ax: Any, x: float | None, label: str, color: str, y: float = 0.97) -> None:
@@ -116,7 +120,7 @@ def bos_figure(records: Sequence[MeasurementRecord], verdicts: Mapping[str, Any]
                 color="black", lw=3.5, alpha=0.35, label=f"largest rise {100 * shape.largest_rise:.1f} pts")
         ax.legend(loc="upper left", fontsize=8, frameon=False)
     ax.axhline(100 * T.BOS_LEVEL, color="gray", lw=0.8, ls=":")
-    _token_axis(ax, xs)  # before the marks: they place their labels by the axis limits
+    _token_axis(ax, xs, _has_zero(recs))  # before the marks: they place their labels by the axis limits
     _mark(ax, _revision_x(recs, sep.induction.revision), f"t_induction {fmt_tokens(sep.induction.tokens)}", SEL_COLOR)
     _mark(ax, _revision_x(recs, sep.bos.revision), f"t_bos50 {fmt_tokens(sep.bos.tokens)}", CLASS_COLORS["first-token"], 0.85)
     ax.set_ylim(0, 100)
@@ -141,7 +145,7 @@ def induction_figure(records: Sequence[MeasurementRecord], verdicts: Mapping[str
     ax.axhline(T.INDUCTION_MIN_HEADS, color=SEL_COLOR, lw=0.8, ls=":")
     ax.set_ylabel("induction heads", color=SEL_COLOR)
     ax.set_ylim(0, max(max(counts), T.INDUCTION_MIN_HEADS) + 1)
-    _token_axis(ax, xs)
+    _token_axis(ax, xs, _has_zero(recs))
     final, series = T.recall_series(recs)
     f4 = verdicts.get("F4", {})
     if series:
@@ -187,7 +191,7 @@ def pr_figure(records: Sequence[MeasurementRecord], verdicts: Mapping[str, Any],
         ax.axhline(bar, color=PR_COLOR, ls=":", lw=0.9)
         ax.set_ylabel("participation ratio", color=PR_COLOR, fontsize=8)
         ax.set_ylim(0, max(max(lead.pr_series), bar) * 1.15)
-        _token_axis(ax, xs)
+        _token_axis(ax, xs, _has_zero(recs))
         ax2 = ax.twinx()
         ax2.plot(xs, np.maximum(lead.selectivity_series, 1e-2), "s-", color=SEL_COLOR, lw=1.8, ms=4)
         ax2.axhline(T.INDUCTION_THRESHOLD, color=SEL_COLOR, ls=":", lw=0.9)

@@ -249,3 +249,43 @@ def test_report_cli_measures_nothing_and_lists_what_is_missing(tmp_path, capsys)
 def test_report_cli_bad_panel_is_a_usage_error(tmp_path, capsys):
     assert _cli("--panel", "nosuchpanel", "--out", str(tmp_path)) == 2
     assert "unknown panel" in capsys.readouterr().err
+
+
+def _plant_organism_cache(cache_dir: Path) -> list[str]:
+    """The organisms panel's revisions as planted records in a measurement cache (no training)."""
+    from fixtures.cache import CacheKey, MeasurementCache
+    from fixtures.panels import load_panel
+
+    cache = MeasurementCache(cache_dir / "measurements")
+    ids = []
+    for pm in load_panel("organisms").models:
+        revs = pm.sorted_revisions
+        tokens = [pm.tokens_rule.tokens(r) for r in revs]
+        n = len(revs)  # stretch the healthy knobs over the panel's revisions
+        idx = [min(6, round(6 * i / (n - 1))) for i in range(n)]  # healthy has 7 revisions
+        recs = S.planted_trajectory(
+            tokens, model=pm.repo, bos_fractions=[S.HEALTHY["bos_fractions"][i] for i in idx],
+            induction_sets=[S.HEALTHY["induction_sets"][i] for i in idx],
+            pr={h: [v[i] for i in idx] for h, v in S.HEALTHY["pr"].items()})
+        for rev, rec in zip(revs, recs):
+            rec.revision = rev
+            key = CacheKey.make(pm.repo, rev, "planted", pm.settings_for(rev))
+            cache.get_or_compute(key, lambda rec=rec: rec)
+        ids.append(pm.id)
+    return ids
+
+
+def test_report_cli_reads_the_measurement_cache(tmp_path):
+    """Cached (not published) models: records found by model/revision/settings, judged, drawn; and the
+    default panels' report stays far below 10 MB."""
+    ids = _plant_organism_cache(tmp_path / "cache")
+    out = tmp_path / "out"
+    assert _cli("--panel", "organisms,published", "--out", str(out), "--cache-dir", str(tmp_path / "cache")) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    for m in ids:
+        assert summary["models"][m]["missing"] == [] and len(summary["models"][m]["revisions"]) >= 5
+        assert summary["models"][m]["verdicts"]["F5"]["holds"] is True
+        for name in FIGURE_NAMES:
+            _png_size((out / m / f"{name}.png").read_bytes())
+    size = (out / "report.html").stat().st_size
+    assert size < 3 * 2**20, f"report of 5 models is {size} bytes"
