@@ -150,6 +150,8 @@ def _causal_key(v: Mapping[str, Any]) -> str:
     key = f"{_pct(v.get('share_of_baseline'))} of base"
     if v.get("random_top1") is not None and base:
         key += f" (rand {_pct(v['random_top1'] / base)})"
+        if not str(v.get("random_matched_to", "")).startswith("the induction circuit"):
+            key += " †"  # the control is matched to another head set: the table's footnote says so
     return key
 
 

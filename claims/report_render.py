@@ -196,6 +196,9 @@ def fragment(reports: Sequence[ModelReport], figures: Mapping[str, Sequence[Figu
              f'<nav>Jump to: {nav} <a href="#hw-environment">run environment</a>'
              + (' <a href="#results-table">test list</a>' if test_list else "") + "</nav>",
              "<h2>Claims (arXiv 2606.02378)</h2>", f"<p>{escape(legend)}</p>", verdict_table(reports, tests, mismatches)]
+    if any("\u2020" in verdict_cell("causal", r).key for r in reports):
+        parts.append("<p>\u2020 the matched-random control of these records is matched to another head set than the "
+                     "induction circuit (see the model's causal message below), so it compares unlike groups.</p>")
     if controls:
         parts.append(f"<p>Negative controls (planted trajectories each claim must reject): {escape(controls)}.</p>")
     parts += [f'<div class="error">{escape(e)}</div>' for e in errors]

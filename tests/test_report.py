@@ -226,6 +226,8 @@ def test_report_cli_writes_figures_csv_and_json(tmp_path):
     assert len(rows) == len(CLAIMS) * len(PUBLISHED_MODELS)
     olmo_f3 = next(r for r in rows if r["model"] == "olmo-1b" and r["claim"] == "F3")
     assert olmo_f3["status"] == HOLDS and olmo_f3["key"] == "11.5x"
+    olmo_causal = next(r for r in rows if r["model"] == "olmo-1b" and r["claim"] == "causal")
+    assert olmo_causal["key"].endswith("\u2020")  # the author's control is matched to the top-45 set
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["models"]["olmo-1b"]["verdicts"]["F3"]["ratio"] == pytest.approx(11.48, abs=0.01)
     for m in PUBLISHED_MODELS:
