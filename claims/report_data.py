@@ -132,7 +132,8 @@ def _f4_key(v: Mapping[str, Any]) -> str:
     key = f"{100 * c['recall']:.0f}% at {100 * fr:.2g}% of tokens"
     paper = v.get("paper_table")
     if paper:
-        key += f"; paper {100 * paper['fraction_of_total']:.2g}%"
+        key += (f"; paper table {100 * paper['fraction_of_total']:.2g}% "
+                + ("reproduced" if paper.get("reproduced") else "NOT reproduced"))
     return key
 
 
