@@ -1,0 +1,125 @@
+"""Time each organism's training from scratch, then (optionally) probe every checkpoint.
+
+    python benchmarks/organisms_train.py [--family all] [--seed 0] [--cache-dir DIR] [--threads 2]
+                                         [--probe] [--json OUT.json]
+
+Trains into a fresh temporary cache unless --cache-dir is given (an existing complete organism there
+is not retrained, and its recorded training time is reported instead). Prints one row per family:
+training seconds, steps, seconds per step and the machine's load average before and after (the CPU
+is often shared, which inflates the time). With --probe, every checkpoint is measured with
+``probes.measure`` under the organism's probe settings and a per-checkpoint trajectory is printed:
+tokens seen, induction heads (selectivity >= 50), best induction selectivity, top-1 on the target,
+BOS fraction and BOS heads in layers 0-1.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# Checkpoints load from the local Hub-format cache only.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from fixtures.hubcache import repo_folder  # noqa: E402
+from fixtures.organisms import FAMILIES, ORGANISMS, ensure_trained  # noqa: E402
+from fixtures.organisms.train import TrainLog, state_folder  # noqa: E402
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def folder_mb(path: Path) -> float:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 1e6
+
+
+def probe_trajectory(family: str, repo: str, cache_dir: Path) -> list[dict]:
+    """Measure every checkpoint; one summary row per revision."""
+    from transformers import AutoModelForCausalLM
+
+    from probes.measure import measure
+    from probes.selectivity import bos_fraction, bos_heads, induction_circuit
+
+    org = ORGANISMS[family]
+    rows = []
+    for rev in org.revisions():
+        model = AutoModelForCausalLM.from_pretrained(
+            repo, revision=rev, cache_dir=cache_dir, use_safetensors=True, attn_implementation="eager"
+        )
+        final = rev == org.revisions()[-1]
+        settings = dataclasses.replace(org.probe, ablation=final)
+        rec = measure(model, settings, model_name=repo, revision=rev,
+                      tokens_seen=org.tokens_seen(rev), progress=False)
+        table = rec.all_head_selectivity
+        ind = sorted(induction_circuit(table, settings.induction_threshold))
+        bos = sorted(bos_heads(table, settings.bos_threshold))
+        best = max(table, key=lambda h: table[h]["induction"])
+        row = {
+            "revision": rev,
+            "tokens_seen": rec.tokens_seen,
+            "induction_heads": ind,
+            "best_induction": [best, round(table[best]["induction"], 1)],
+            "top1": rec.task.top1,
+            "loss": round(rec.task.loss, 3),
+            "bos_fraction": round(bos_fraction(table, settings.bos_threshold), 4),
+            "bos_heads": bos,
+            "bos_heads_layers_0_1": [h for h in bos if h.startswith(("L0_", "L1_"))],
+        }
+        if final:
+            row["ablations"] = {a.name: a.metrics.top1 for a in rec.ablations}
+        rows.append(row)
+        print(f"  {rev:>9} {rec.tokens_seen:>9,} tok  ind={len(ind)} {ind}  best={row['best_induction']}  "
+              f"top1={rec.task.top1:.3f}  BOS={row['bos_fraction']:.3f} {bos}", flush=True)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--family", default="all", choices=[*FAMILIES, "all"])
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--cache-dir", default=None)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--probe", action="store_true", help="probe every checkpoint after training")
+    p.add_argument("--json", default=None, help="write all numbers to this JSON file")
+    args = p.parse_args(argv)
+    cache_dir = Path(args.cache_dir or tempfile.mkdtemp(prefix="headwatch-organisms-"))
+    families = FAMILIES if args.family == "all" else (args.family,)
+    results = {}
+    for family in families:
+        before = load_average()
+        t0 = time.perf_counter()
+        repo = ensure_trained(family, args.seed, cache_dir, threads=args.threads)
+        wall = time.perf_counter() - t0
+        log = TrainLog.load(state_folder(cache_dir, family, args.seed) / "log.json")
+        results[family] = {
+            "repo": repo, "steps": log.step, "train_seconds": round(log.train_seconds, 1),
+            "wall_seconds_this_call": round(wall, 1), "threads": log.threads,
+            "load_before": before, "load_after": load_average(),
+            "checkpoints": log.checkpoints,
+            "cache_mb": round(folder_mb(repo_folder(cache_dir, repo)), 1),
+        }
+        print(f"{family}: {log.step} steps, {log.train_seconds:.0f} s training "
+              f"({1000 * log.train_seconds / max(log.step, 1):.0f} ms/step), load {before} -> {load_average()}",
+              flush=True)
+        if args.probe:
+            results[family]["trajectory"] = probe_trajectory(family, repo, cache_dir)
+    print()
+    print(f"{'family':8} {'steps':>6} {'train s':>8} {'ms/step':>8} {'threads':>7} {'MB':>6}  load (1/5/15 min) before -> after")
+    for family, r in results.items():
+        print(f"{family:8} {r['steps']:>6} {r['train_seconds']:>8.0f} {1000 * r['train_seconds'] / max(r['steps'], 1):>8.0f} "
+              f"{r['threads']:>7} {r['cache_mb']:>6.1f}  {r['load_before']} -> {r['load_after']}")
+    total = folder_mb(cache_dir)
+    print(f"whole cache {cache_dir}: {total:.1f} MB")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"cache_mb": round(total, 1), "families": results}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
