@@ -96,7 +96,7 @@ def test_organisms_panel_schema():
         assert s.vocab_hi <= 4096 and s.seq_len >= 57  # in-distribution, room for 50 baseline positions
 
 
-def test_organisms_panel_agrees_with_the_organisms_module():
+def test_organisms_panel_takes_its_checkpoints_from_the_recipes():
     organisms = pytest.importorskip("fixtures.organisms")
     for m in load_panel("organisms").models:
         org = organisms.ORGANISMS[m.organism.family]
@@ -106,6 +106,17 @@ def test_organisms_panel_agrees_with_the_organisms_module():
         settings = m.settings_for(m.final_revision)
         for f in ("n_examples", "seq_len", "vocab_lo", "vocab_hi", "seed", "n_pr"):
             assert getattr(settings, f) == getattr(org.probe, f), f
+
+
+def test_an_organism_entry_may_override_its_recipe(tmp_path):
+    panel = tmp_path / "p.toml"
+    panel.write_text(
+        '[panel]\nname = "p"\n[[models]]\nname = "o"\nsource = "organism"\nrevisions = ["step0"]\n'
+        '[models.organism]\nfamily = "olmo"\nseed = 3\n[models.probe]\nn_examples = 64\n'
+    )
+    (m,) = load_panel(str(panel)).models
+    assert m.repo.endswith("olmo-seed3") and list(m.revisions) == ["step0"]
+    assert m.settings_for("step0").n_examples == 64
 
 
 def test_default_panels_need_neither_network_nor_gpu():
