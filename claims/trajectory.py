@@ -366,6 +366,8 @@ def ablation_verdict(record: MeasurementRecord, max_share: float = ABLATION_MAX_
     if record.task is None or circuit is None:
         return None
     rnd = record.ablation("matched_random")
+    if rnd is not None and not rnd.heads:  # ablating no head is the baseline, not a control
+        rnd = None
     return AblationVerdict(
         baseline_top1=record.task.top1,
         circuit_top1=circuit.metrics.top1,

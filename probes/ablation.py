@@ -53,19 +53,33 @@ def ablated(model: nn.Module, heads: Iterable[str]) -> Iterator[None]:
             h.remove()
 
 
-def matched_random_heads(circuit: Iterable[str], n_heads: int, seed: int = 123) -> list[str]:
+def matched_random_heads(circuit: Iterable[str], n_heads: int, seed: int = 123,
+                         n_layers: int | None = None) -> list[str]:
     """Same layers and count per layer as ``circuit``, disjoint from it, drawn with RandomState(seed).
 
-    Where a layer has fewer non-circuit heads than circuit heads, all of them are taken.
+    SPEC 4's control. Where a layer has too few heads outside the circuit (a tiny model whose
+    circuit fills a layer) and ``n_layers`` is given, the shortfall is drawn from the non-circuit
+    heads of the other layers, so the control always ablates as many heads as the circuit; without
+    ``n_layers`` the shortfall is left out. For the paper's models (8-16 heads a layer, 3-head
+    circuits) this never happens and the draw is exactly SPEC 4's.
     """
     rng = np.random.RandomState(seed)
-    chosen = []
+    circuit = set(circuit)
+    chosen: list[str] = []
+    shortfall = 0
     for layer, layer_heads in heads_by_layer(circuit).items():
         candidates = [h for h in range(n_heads) if h not in layer_heads]
         k = min(len(layer_heads), len(candidates))
+        shortfall += len(layer_heads) - k
         if k:
             picks = rng.choice(candidates, size=k, replace=False)
             chosen.extend(head_key(layer, int(h)) for h in sorted(picks))
+    if shortfall and n_layers is not None:
+        others = [head_key(l, h) for l in range(n_layers) for h in range(n_heads)
+                  if head_key(l, h) not in circuit and head_key(l, h) not in chosen]
+        k = min(shortfall, len(others))
+        if k:
+            chosen.extend(others[i] for i in sorted(rng.choice(len(others), size=k, replace=False)))
     return chosen
 
 

@@ -25,7 +25,7 @@ from .record import AblationResult, MeasurementRecord, ProbeSettings, TaskMetric
 from .selectivity import SelectivityAccumulator, baseline_positions, induction_circuit
 
 #: Bump when a change to the probes changes measured numbers: it is part of every cache key.
-PROBE_VERSION = "1"
+PROBE_VERSION = "2"
 
 
 class TaskAccumulator:
@@ -159,7 +159,8 @@ def measure(
             device = _model_device(model)
             groups = {
                 "induction_circuit": circuit,
-                "matched_random": ablation_lib.matched_random_heads(circuit, geometry.n_heads, settings.ablation_seed),
+                "matched_random": ablation_lib.matched_random_heads(
+                    circuit, geometry.n_heads, settings.ablation_seed, n_layers=geometry.n_layers),
                 "circuit_layers": ablation_lib.layer_heads(circuit, geometry.n_heads),
             }
             for name, heads in groups.items():

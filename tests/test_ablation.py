@@ -61,8 +61,14 @@ def test_matched_random_is_disjoint_same_layers_same_counts():
     assert not set(random_heads) & set(circuit)
     assert {l: len(h) for l, h in heads_by_layer(random_heads).items()} == {2: 2, 4: 1}
     assert random_heads == matched_random_heads(circuit, n_heads=8, seed=123)
-    # A layer with no spare heads contributes none.
-    assert matched_random_heads([f"L0_H{h}" for h in range(4)], n_heads=4) == []
+    # A layer with no spare heads contributes none, unless other layers may fill the shortfall.
+    full_layer = [f"L0_H{h}" for h in range(4)]
+    assert matched_random_heads(full_layer, n_heads=4) == []
+    filled = matched_random_heads(full_layer, n_heads=4, n_layers=3)
+    assert len(filled) == 4 and not set(filled) & set(full_layer)
+    assert all(not h.startswith("L0_") for h in filled)
+    # With room in the circuit's layers, n_layers changes nothing (SPEC 4's draw).
+    assert matched_random_heads(circuit, 8, 123, n_layers=6) == random_heads
 
 
 def test_layer_control_covers_whole_layers():

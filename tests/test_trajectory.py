@@ -228,3 +228,16 @@ def test_ablation_verdict_boundaries():
 
 def test_bos_candidates_avoid_layers_0_and_1():
     assert all(not h.startswith(("L0_", "L1_")) for h in bos_candidates())
+
+
+def test_an_empty_matched_random_ablation_is_no_control():
+    """Ablating no head reproduces the baseline; it must not count as a control the circuit beats."""
+    from dataclasses import replace
+
+    from claims.synthetic import healthy
+    from claims.trajectory import ablation_verdict, last_with_ablations
+
+    final = last_with_ablations(healthy())
+    final.ablations = [replace(a, heads=()) if a.name == "matched_random" else a for a in final.ablations]
+    verdict = ablation_verdict(final)
+    assert verdict.random_top1 is None and not verdict.beats_random and not verdict.holds
