@@ -79,6 +79,29 @@ def probe_trajectory(family: str, repo: str, cache_dir: Path) -> list[dict]:
     return rows
 
 
+def time_steps(family: str, seed: int, n: int, threads: int) -> float:
+    """Seconds per training step over ``n`` steps (after 5 warm-up steps), no checkpointing."""
+    import torch
+
+    from fixtures.organisms.data import tiled_span_rows
+
+    torch.set_num_threads(threads)
+    recipe = ORGANISMS[family].recipe
+    model = recipe.build_model(seed)
+    o = recipe.optim
+    opt = torch.optim.AdamW(model.parameters(), lr=o.lr, betas=o.betas, weight_decay=o.weight_decay)
+    t0 = 0.0
+    for step in range(n + 5):
+        if step == 5:
+            t0 = time.perf_counter()
+        rows = tiled_span_rows(recipe.data, seed, step)
+        loss = recipe.training_loss(model, rows)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    return (time.perf_counter() - t0) / n
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--family", default="all", choices=[*FAMILIES, "all"])
@@ -87,7 +110,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--probe", action="store_true", help="probe every checkpoint after training")
     p.add_argument("--json", default=None, help="write all numbers to this JSON file")
+    p.add_argument("--time-steps", type=int, default=0, metavar="N",
+                   help="only time N training steps per family and extrapolate to the full run")
     args = p.parse_args(argv)
+    if args.time_steps:
+        families = FAMILIES if args.family == "all" else (args.family,)
+        print(f"{'family':8} {'ms/step':>8} {'steps':>6} {'est. s':>7} {'threads':>7}  load before -> after")
+        for family in families:
+            before = load_average()
+            per = time_steps(family, args.seed, args.time_steps, args.threads)
+            total = ORGANISMS[family].recipe.total_steps
+            print(f"{family:8} {1000 * per:>8.0f} {total:>6} {per * total:>7.0f} {args.threads:>7}  {before} -> {load_average()}",
+                  flush=True)
+        return 0
     cache_dir = Path(args.cache_dir or tempfile.mkdtemp(prefix="headwatch-organisms-"))
     families = FAMILIES if args.family == "all" else (args.family,)
     results = {}
