@@ -16,6 +16,7 @@ The contract (claims/ codes against it):
 """
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -85,8 +86,23 @@ def _options(config: pytest.Config) -> provider.ProviderOptions:
     )
 
 
+def _share_cpu_threads(config: pytest.Config) -> None:
+    """Give each xdist worker its share of the cores.
+
+    Each worker's torch would otherwise start one thread per core; with two workers on two cores
+    the small matrix products of probing and organism training then run about 4x slower than with
+    one thread each (measured: 15.5 s vs 4.0 s for one tiny-model probe run).
+    """
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 0) or 0)
+    if workers > 1:
+        import torch
+
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Parse the panels and the user's selection now, so bad input fails before collection."""
+    _share_cpu_threads(config)
     config.addinivalue_line("markers", "xdist_group(name): keep a model's tests on one xdist worker")
     options = _options(config)
     config.stash[_OPTIONS] = options
