@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reference-dir", default=None, metavar="DIR",
                         help="judge the models in DIR (the author's file format, or a converted copy)")
     parser.add_argument("--models", nargs="+", default=None, metavar="M",
-                        help="only these models (short names or repo ids)")
+                        help="only these models (short names or repo ids; comma lists too); others are not measured")
     parser.add_argument("--cache-dir", default=None, metavar="DIR",
                         help="headwatch cache for models that are measured, not published (default as in pytest)")
     parser.add_argument("--json", default=None, metavar="OUT", help="write the verdicts to OUT as JSON")
@@ -55,15 +55,27 @@ def _records_from_reference(src: str, panel_arg: str | None) -> list[tuple[str, 
     return out
 
 
-def _records_from_panel(panel_arg: str | None, cache_dir: str | None) -> list[tuple[str, list[MeasurementRecord], Any]]:
-    """Records of every panel model through the same provider the claim tests use: published files
-    for ``reference`` models, the measurement cache (measuring what is missing) for the others."""
+def _wanted(models: list[str] | None) -> set[str]:
+    """--models values, each of which may be a comma list."""
+    return {m.strip() for item in models or [] for m in item.split(",") if m.strip()}
+
+
+def _is_wanted(wanted: set[str], repo: str, entry: Any) -> bool:
+    return not wanted or repo in wanted or (entry is not None and entry.name in wanted) or repo.split("/")[-1] in wanted
+
+
+def _records_from_panel(panel_arg: str | None, cache_dir: str | None,
+                        wanted: set[str] = frozenset()) -> list[tuple[str, list[MeasurementRecord], Any]]:
+    """Records of the selected panel models through the same provider the claim tests use: published
+    files for ``reference`` models, the measurement cache (measuring what is missing) for the others.
+    Unselected models are never measured (or trained)."""
     from fixtures import provider
     from fixtures.panels import load_panel
 
     options = provider.ProviderOptions(
         cache_dir=Path(cache_dir).expanduser().resolve() if cache_dir else provider.default_cache_dir())
-    return [(m.repo, provider.model_records(m, options), m) for m in load_panel(panel_arg or DEFAULT_PANEL).models]
+    return [(m.repo, provider.model_records(m, options), m) for m in load_panel(panel_arg or DEFAULT_PANEL).models
+            if _is_wanted(wanted, m.repo, m)]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -80,14 +92,13 @@ def run(args: argparse.Namespace) -> int:
                 return 2
             models = _records_from_reference(args.reference_dir, args.panel)
         else:
-            models = _records_from_panel(args.panel, args.cache_dir)
+            models = _records_from_panel(args.panel, args.cache_dir, _wanted(args.models))
     except (PanelError, ReferenceFormatError, LoadingError, CacheError, KeyError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if args.models:
-        wanted = set(args.models)
-        models = [(repo, recs, e) for repo, recs, e in models
-                  if repo in wanted or (e is not None and e.name in wanted) or repo.split("/")[-1] in wanted]
+        wanted = _wanted(args.models)
+        models = [(repo, recs, e) for repo, recs, e in models if _is_wanted(wanted, repo, e)]
         if not models:
             print(f"error: none of {sorted(wanted)} is among the models judged", file=sys.stderr)
             return 2

@@ -66,3 +66,13 @@ def test_bad_input_gives_a_clear_error(tmp_path, capsys):
     assert "missing key 'model'" in capsys.readouterr().err
     assert judge("--panel", "no-such-panel") == 2
     assert "unknown panel" in capsys.readouterr().err
+
+
+def test_models_filter_happens_before_anything_is_measured(tmp_path, capsys):
+    """An unselected organism must not be trained or measured just to be filtered out afterwards."""
+    from headwatch.cli import main
+
+    code = main(["judge", "--panel", "organisms", "--models", "no-such-model,other", "--cache-dir", str(tmp_path)])
+    assert code == 2
+    assert "none of" in capsys.readouterr().err
+    assert not any(tmp_path.rglob("*.json"))
