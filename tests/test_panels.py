@@ -119,6 +119,17 @@ def test_an_organism_entry_may_override_its_recipe(tmp_path):
     assert m.settings_for("step0").n_examples == 64
 
 
+
+def test_the_audit_example_is_a_second_seed_of_a_shipped_organism():
+    """docs/examples/audit-seed1.toml (README "Auditing a new seed") parses and names seed 1."""
+    organisms = pytest.importorskip("fixtures.organisms")
+    example = Path(__file__).resolve().parents[1] / "docs" / "examples" / "audit-seed1.toml"
+    (m,) = load_panel(str(example)).models
+    org = organisms.ORGANISMS[m.organism.family]
+    assert m.organism.seed == 1 and m.repo == org.repo_id(1) != org.repo_id(0)
+    assert list(m.revisions) == org.revisions()
+    assert set(m.expect.xfail) == {"F4"}
+
 def test_default_panels_need_neither_network_nor_gpu():
     assert default_panels() == ["organisms", "published"]
 
