@@ -95,6 +95,17 @@ def test_deterministic_and_resumable(family, tmp_path):
     assert cached_revisions(whole, repo) == cached_revisions(split, repo), "resumed run diverged"
 
 
+def test_training_threads_are_the_callers_again_afterwards(tmp_path):
+    """train(threads=N) trains with N threads (logged) and leaves the process's own count alone."""
+    import torch
+
+    before = torch.get_num_threads()
+    other = 1 if before != 1 else 2
+    log = train(tiny("gptneox"), seed=0, cache_dir=tmp_path, progress=False, threads=other)
+    assert log.threads == other
+    assert torch.get_num_threads() == before
+
+
 def test_other_seed_other_weights(tmp_path):
     recipe = tiny("gptneox")
     train(recipe, seed=0, cache_dir=tmp_path, progress=False)
