@@ -4,7 +4,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from claims import trajectory as T
@@ -95,6 +95,9 @@ series_st = st.lists(st.floats(0, 1, allow_nan=False), min_size=2, max_size=12)
 def test_series_shape_is_invariant_to_positive_affine_maps(values, scale, shift):
     a = T.series_shape(values)
     b = T.series_shape([scale * v + shift for v in values])
+    # Rises far below float resolution vanish under the shift (0 -> 1e-87 becomes 1.0 -> 1.0: found
+    # by hypothesis), and so does the share; the claim is about rises the data can represent.
+    assume(all(abs(x - y) > 1e-6 or x == y for x, y in zip(values, values[1:])))
     if a.share is not None and abs(a.share - 0.5) > 1e-6:  # away from the rounding edge
         assert a.shape == b.shape
 
