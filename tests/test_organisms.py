@@ -147,3 +147,15 @@ def test_recipes_meet_the_issue_shape():
         T = org.probe.seq_len
         assert r.data.span_lo - 1 <= T - 2 - (T // 2 - 1) and T - 2 - 20 <= r.data.span_hi - 1
     assert ORGANISMS["olmoe"].recipe.num_experts >= 4
+
+
+def test_a_changed_recipe_is_retrained_not_reused(tmp_path):
+    """Checkpoints made by another recipe under the same repo id count as missing."""
+    recipe = tiny("gptneox")
+    train(recipe, seed=0, cache_dir=tmp_path, progress=False)
+    assert missing_revisions(recipe, 0, tmp_path) == []
+    changed = dataclasses.replace(recipe, optim=dataclasses.replace(recipe.optim, lr=recipe.optim.lr / 2))
+    assert missing_revisions(changed, 0, tmp_path) == list(changed.checkpoints)
+    train(changed, seed=0, cache_dir=tmp_path, progress=False)
+    assert missing_revisions(changed, 0, tmp_path) == []
+    assert missing_revisions(recipe, 0, tmp_path) == list(recipe.checkpoints)
