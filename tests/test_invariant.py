@@ -28,7 +28,7 @@ def test_dense_experts_compute_the_sparse_function_and_gradients():
     for loss in losses:
         loss.backward()
     torch.testing.assert_close(losses[0], losses[1], rtol=1e-5, atol=1e-6)
-    grads = [dict((n, p.grad) for n, p in m.named_parameters()) for m in (dense, sparse)]
+    grads = [{n: p.grad for n, p in m.named_parameters()} for m in (dense, sparse)]
     for name, g in grads[0].items():
         torch.testing.assert_close(g, grads[1][name], rtol=1e-4, atol=1e-6, msg=name)
 
