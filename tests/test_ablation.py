@@ -2,9 +2,9 @@
 import pytest
 import torch
 
-from fixtures.tiny import tiny_model
-from probes.ablation import ablated, heads_by_layer, layer_heads, matched_random_heads
-from probes.architectures import head_geometry, out_proj_modules
+from headwatch.fixtures.tiny import tiny_model
+from headwatch.probes.ablation import ablated, heads_by_layer, layer_heads, matched_random_heads
+from headwatch.probes.architectures import head_geometry, out_proj_modules
 
 TOKENS = torch.randint(0, 300, (2, 30), generator=torch.Generator().manual_seed(3))
 

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from probes.batch import induction_batch
+from headwatch.probes.batch import induction_batch
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from probes.record import HEAD_CLASSES, UNCLASSIFIED
-from probes.selectivity import (
+from headwatch.probes.record import HEAD_CLASSES, UNCLASSIFIED
+from headwatch.probes.selectivity import (
     SelectivityAccumulator,
     baseline_positions,
     bos_fraction,

@@ -1,0 +1,42 @@
+"""Where headwatch keeps what it computes: one function decides every default folder.
+
+- ``$HEADWATCH_CACHE_DIR`` (measurements) and ``$HEADWATCH_ORGANISMS_CACHE`` (organism checkpoints)
+  win when set;
+- run from a source checkout (an editable install of the repository), the repository's own
+  ``.cache/headwatch`` and ``.cache/organisms`` (gitignored);
+- an installed wheel never writes into site-packages: ``$XDG_CACHE_HOME/headwatch`` (default
+  ``~/.cache/headwatch``) and its ``organisms/`` sub-folder.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+#: Environment variable that overrides each default folder.
+ENV = {"measurements": "HEADWATCH_CACHE_DIR", "organisms": "HEADWATCH_ORGANISMS_CACHE"}
+
+
+def source_checkout() -> Path | None:
+    """The repository root when headwatch runs from a source checkout, else None.
+
+    A checkout is the folder above the ``headwatch`` package holding ``pyproject.toml`` and the
+    ``claims``, ``fixtures`` and ``probes`` folders; an installed wheel has none of these beside it.
+    """
+    root = Path(__file__).resolve().parent.parent
+    if (root / "pyproject.toml").is_file() and all((root / d).is_dir() for d in ("claims", "fixtures", "probes")):
+        return root
+    return None
+
+
+def default_cache_dir(kind: str = "measurements") -> Path:
+    """The default folder for ``kind``: "measurements" (the headwatch cache) or "organisms"."""
+    if kind not in ENV:
+        raise ValueError(f"unknown cache kind {kind!r}; one of {', '.join(ENV)}")
+    env = os.environ.get(ENV[kind])
+    if env:
+        return Path(env).expanduser()
+    checkout = source_checkout()
+    if checkout is not None:
+        return checkout / ".cache" / ("headwatch" if kind == "measurements" else "organisms")
+    user = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "headwatch"
+    return user if kind == "measurements" else user / "organisms"
