@@ -14,7 +14,7 @@ import pytest
 
 from headwatch.fixtures.panels import PanelModel
 
-from .verdict import Status, Verdict
+from .verdict import Status, Verdict, plain
 
 #: Status -> what the claim test does. "holds_vacuously" and "consistent_not_established" are
 #: decided here when the verdict statistics give them (today the judge never does).
@@ -59,6 +59,8 @@ def check_verdict(request: pytest.FixtureRequest, model_entry: PanelModel, claim
 
 
 def report(record_property: Any, name: str, value: Any) -> None:
-    """Attach a figure to the test report (JUnit/HTML) and print it (shown with -s or -rA)."""
+    """Attach a figure to the test report (JUnit/HTML) and print it (shown with -s or -rA); typed
+    details travel as their JSON form (xdist sends properties between processes)."""
+    value = plain(value)
     record_property(name, value)
     print(f"{name}: {value}")

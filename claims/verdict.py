@@ -227,7 +227,7 @@ class Verdict:
         return {
             "claim": self.claim, "status": self.status.value, "message": self.message, "key": self.key,
             "margin": self.margin, "declared_deviation": self.declared_deviation,
-            "details": _plain(self.details),
+            "details": plain(self.details),
         }
 
     @classmethod
@@ -241,19 +241,19 @@ class Verdict:
 # ---- JSON form of the details ----------------------------------------------------------------------
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     """Dataclasses, mappings and tuples as JSON-able dicts and lists."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     return value
 
 
 def _build(tp: Any, value: Any) -> Any:
-    """The inverse of :func:`_plain` for the annotation ``tp``."""
+    """The inverse of :func:`plain` for the annotation ``tp``."""
     if value is None:
         return None
     origin = typing.get_origin(tp)

@@ -132,9 +132,9 @@ RACE = textwrap.dedent("""
         time.sleep(0.01)
     def compute():
         with open(log, "a") as f:
-            f.write(f"{{os.getpid()}}\\n")
+            f.write(f"{os.getpid()}\\n")
         time.sleep(1.0)
-        return MeasurementRecord("org/m", "step1", None, 1, 1, 4, {{"L0_H0": {{"induction": float(os.getpid())}}}})
+        return MeasurementRecord("org/m", "step1", None, 1, 1, 4, {"L0_H0": {"induction": float(os.getpid())}})
     r = MeasurementCache(root).get_or_compute(CacheKey.make("org/m", "step1", "c" * 40, ProbeSettings()), compute)
     print(r.status, r.record.all_head_selectivity["L0_H0"]["induction"], r.waited)
 """)
