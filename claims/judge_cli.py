@@ -17,6 +17,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from headwatch.fixtures.cache import CacheError
+from headwatch.fixtures.loading import LoadingError
+from headwatch.fixtures.panels import PanelError, available_panels, load_panel
+from headwatch.fixtures.provider import Provider, ProviderOptions
+from headwatch.fixtures.reference import ReferenceFormatError, load_reference
+from headwatch.names import model_matches, split_list
+from headwatch.paths import default_cache_dir
+from headwatch.probes.record import write_json_atomic
+from headwatch.spec import CLAIMS, Expectations
+
 log = logging.getLogger("headwatch.judge")
 
 DEFAULT_PANEL = "published"
@@ -42,12 +52,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _records(args: argparse.Namespace) -> list[tuple[str, list[Any], Any]]:
     """(repo, records, panel entry or None) of every model to judge, measuring only the selected ones."""
-    from headwatch.fixtures.panels import available_panels, load_panel
-    from headwatch.fixtures.provider import Provider, ProviderOptions
-    from headwatch.fixtures.reference import load_reference
-    from headwatch.names import model_matches, split_list
-    from headwatch.paths import default_cache_dir
-
     wanted = split_list(args.models)
 
     def is_wanted(repo: str, entry: Any) -> bool:
@@ -73,13 +77,7 @@ def _records(args: argparse.Namespace) -> list[tuple[str, list[Any], Any]]:
 def run(args: argparse.Namespace) -> int:
     """Print every model's verdicts; 1 if a claim fails that the panel did not declare (or a declared
     deviation did not occur), 2 on bad input."""
-    from headwatch.fixtures.cache import CacheError
-    from headwatch.fixtures.loading import LoadingError
-    from headwatch.fixtures.panels import PanelError
-    from headwatch.fixtures.reference import ReferenceFormatError
-    from headwatch.probes.record import write_json_atomic
-    from headwatch.spec import CLAIMS, Expectations
-
+    # Deferred: the judge imports torch (through the probes' head sets); `headwatch judge --help` need not.
     from .judge import judge_model, status_word
 
     to_stdout = args.json == "-"

@@ -22,6 +22,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from headwatch.fixtures.panels import PanelError, load_panel
+from headwatch.fixtures.provider import Provider, ProviderOptions
+from headwatch.names import split_list
+from headwatch.paths import default_cache_dir
+from headwatch.probes.record import write_json_atomic
+
 log = logging.getLogger("headwatch.report")
 
 DEFAULT_PANEL = "published"
@@ -46,9 +52,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _models(args: argparse.Namespace) -> list[Any]:
-    from headwatch.fixtures.panels import load_panel
-    from headwatch.names import split_list
-
     models = [m for n in split_list(args.panel or [DEFAULT_PANEL]) for m in load_panel(n).models]
     wanted = split_list(args.models)
     return [m for m in models if any(m.matches(w) for w in wanted)] if wanted else models
@@ -64,11 +67,7 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Write the report files; 2 on bad input, 1 when no model has a single measurement on disk."""
-    from headwatch.fixtures.panels import PanelError
-    from headwatch.fixtures.provider import Provider, ProviderOptions
-    from headwatch.paths import default_cache_dir
-    from headwatch.probes.record import write_json_atomic
-
+    # Deferred: figures and the judge import matplotlib and torch; `headwatch report --help` need not.
     from .figures import model_figures
     from .report_data import model_report, summary_rows, verdict_cell
     from .report_render import fragment, standalone_page, versions

@@ -171,7 +171,7 @@ def series_shape(values: Sequence[float], step_share: float = SPEC.step_share) -
 def bos_shape(
     records: Sequence[MeasurementRecord], step_share: float = SPEC.step_share, threshold: float = SPEC.bos
 ) -> ShapeResult:
-    """Shape of the BOS-fraction series (SPEC 5, F2)."""
+    """Shape of the BOS-fraction series (docs/SPEC.md §5, F2)."""
     return series_shape(bos_fraction_series(records, threshold), step_share)
 
 

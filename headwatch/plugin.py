@@ -22,6 +22,8 @@ The contract the claim tests code against:
 """
 from __future__ import annotations
 
+# Every headwatch import below sits inside the hook that needs it: this module is imported by every
+# pytest run in the environment, and must cost a foreign test suite nothing (no panels, no torch).
 import importlib.util
 import os
 import time

@@ -1,4 +1,4 @@
-"""Participation ratio of a head's outputs (SPEC section 3).
+"""Participation ratio of a head's outputs (docs/SPEC.md §3).
 
 PR = exp(entropy of the normalised squared singular values): 1 when the outputs lie on one line,
 k when they spread evenly over k directions. The matrix is not mean-centred (author's choice).

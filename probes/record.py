@@ -72,7 +72,7 @@ class ProbeSettings:
     induction_threshold: float = SPEC.induction
     previous_token_threshold: float = SPEC.previous_token
     bos_threshold: float = SPEC.bos
-    #: Run the group ablations of SPEC 4 (final revisions need them; early ones may skip).
+    #: Run the group ablations of docs/SPEC.md §4 (final revisions need them; early ones may skip).
     ablation: bool = True
     ablation_seed: int = 123
 
@@ -107,7 +107,7 @@ class MeasurementRecord:
     """One probe run of one checkpoint.
 
     ``all_head_selectivity[head][cls]`` is attention to the class target over the baseline
-    (SPEC 2); ``pr[head]`` is the participation ratio of the head's output (SPEC 3), or absent.
+    (docs/SPEC.md §2); ``pr[head]`` is the participation ratio of the head's output (docs/SPEC.md §3), or absent.
     """
 
     model: str

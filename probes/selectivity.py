@@ -1,4 +1,4 @@
-"""The six-class all-head selectivity screen (SPEC section 2).
+"""The six-class all-head selectivity screen (docs/SPEC.md §2).
 
 Two halves: :class:`SelectivityAccumulator` turns captured attention rows of the query position
 into per-head selectivities; the plain functions below (labels, circuits, BOS fraction) turn a
@@ -154,7 +154,7 @@ def bos_heads(table: SelectivityTable, threshold: float = SPEC.bos) -> frozenset
 
 
 def bos_fraction(table: SelectivityTable, threshold: float = SPEC.bos) -> float:
-    """Share of all heads that are BOS heads (SPEC 2); 0.0 for an empty table is an error."""
+    """Share of all heads that are BOS heads (docs/SPEC.md §2); 0.0 for an empty table is an error."""
     if not table:
         raise ValueError("empty selectivity table: no heads to take a BOS fraction of")
     return len(bos_heads(table, threshold)) / len(table)

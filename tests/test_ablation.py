@@ -67,7 +67,7 @@ def test_matched_random_is_disjoint_same_layers_same_counts():
     filled = matched_random_heads(full_layer, n_heads=4, n_layers=3)
     assert len(filled) == 4 and not set(filled) & set(full_layer)
     assert all(not h.startswith("L0_") for h in filled)
-    # With room in the circuit's layers, n_layers changes nothing (SPEC 4's draw).
+    # With room in the circuit's layers, n_layers changes nothing (docs/SPEC.md §4's draw).
     assert matched_random_heads(circuit, 8, 123, n_layers=6) == random_heads
 
 

@@ -1,4 +1,4 @@
-"""Property tests of the participation ratio (SPEC 3)."""
+"""Property tests of the participation ratio (docs/SPEC.md §3)."""
 import numpy as np
 import pytest
 import torch

@@ -1,4 +1,4 @@
-"""The six-class screen on synthetic attention rows, and the head-set functions (SPEC 2)."""
+"""The six-class screen on synthetic attention rows, and the head-set functions (docs/SPEC.md §2)."""
 import numpy as np
 import pytest
 import torch

@@ -357,7 +357,7 @@ def discover(src: str | Path) -> tuple[list[Path], list[Path], list[Path]]:
     if not screens:
         raise ReferenceFormatError(
             f"no per-revision screens (*_mechinterp_*.json) under {root}: not a folder in the "
-            "author's format (SPEC section 9)"
+            "author's format (docs/SPEC.md §9)"
         )
     return screens, trajectories, ablations
 
@@ -461,7 +461,7 @@ def _model_records(
             "source": "published",
             "tokens_seen_rule": tokens_rule,
             "screen_file": _file_note(s.path, root, source),
-            "screen_dtype": "not stated in the file (SPEC 2: fp32, eager attention)",
+            "screen_dtype": "not stated in the file (docs/SPEC.md §2: fp32, eager attention)",
         }
         if source.repository:
             provenance["repository"] = source.repository
@@ -597,7 +597,7 @@ def provenance_markdown(
         "- `all_head_selectivity` of each per-revision screen (`*_mechinterp_*.json`) is copied unchanged;",
         "  the screens' `classifications` (top-45 summaries) are not converted: they are derived from it.",
         "- `pr` comes from the PR trajectory (`*_phase1_trajectory.json`) at the same revision name. The",
-        "  author computed it on the first 500 examples in fp16 (SPEC 3 says 2000 in the paper's text):",
+        "  author computed it on the first 500 examples in fp16 (docs/SPEC.md §3 says 2000 in the paper's text):",
         "  `settings.n_pr` = 500 and `provenance.pr_dtype` = fp16 say so. `d_head` is the file's `head_dim`.",
         "- `tokens_seen` (tokens, not billions): Pythia `stepN` x 2,097,152; OLMo from `stepN-tokensNB`.",
         "- Ablations (`*_ablation*.json`) go on the revision the file names; the OLMo file names `main`,",
@@ -607,7 +607,7 @@ def provenance_markdown(
         "  `ablate_matched_random_same_layers` -> `matched_random`,",
         "  `ablate_full_spec_layers (upper bound)` -> `circuit_layers`; the rest keep their own names.",
         "- **Caveat**: the author's matched-random control (and the full-layers one) is matched to the",
-        "  top-45 set ranked by PR integral, not to the induction circuit as SPEC 4 defines it. The causal",
+        "  top-45 set ranked by PR integral, not to the induction circuit as docs/SPEC.md §4 defines it. The causal",
         "  verdict on these records says so.",
         "- Not converted: `*_phase1_features.json` (integral, final/max/min PR per head: derived from `pr`).",
         "",
