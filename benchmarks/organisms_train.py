@@ -22,13 +22,12 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 # Checkpoints load from the local Hub-format cache only.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from headwatch.fixtures.hubcache import repo_folder  # noqa: E402
-from headwatch.fixtures.organisms import FAMILIES, ORGANISMS, ensure_trained  # noqa: E402
-from headwatch.fixtures.organisms.train import TrainLog, state_folder  # noqa: E402
+from headwatch.fixtures.hubcache import repo_folder
+from headwatch.fixtures.organisms import FAMILIES, ORGANISMS, ensure_trained
+from headwatch.fixtures.organisms.train import TrainLog, state_folder
 
 
 def load_average() -> str:
