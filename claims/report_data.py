@@ -97,7 +97,7 @@ def summary_rows(reports: Sequence[ModelReport]) -> list[dict[str, Any]]:
             rows.append({
                 "model": r.id, "repo": r.repo, "panel": r.panel, "claim": claim, "status": c.status,
                 "key": c.key, "verdict": v.status.value if v else "",
-                "declared_xfail": (v.declared_deviation if v else None) or "",
+                "declared_deviation": (v.declared_deviation if v else None) or "",
                 "revisions": len(r.records), "missing_revisions": " ".join(r.missing), "message": c.message,
             })
     return rows

@@ -39,8 +39,10 @@ class HelpFormatter(argparse.HelpFormatter):
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser; only ``command``'s module is imported and wired (None: none, for ``--help``)."""
-    parser = argparse.ArgumentParser(prog="headwatch", description=__doc__.splitlines()[0],
-                                     formatter_class=HelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="headwatch", formatter_class=HelpFormatter,
+        description="Hypothesis tests for when attention circuits form during training (arXiv 2606.02378). "
+                    "Run `headwatch COMMAND --help` for a command's options; the claim tests run under pytest.")
     parser.add_argument("--version", action="version", version=f"headwatch {__version__}",
                         help="print the version and exit")
     parser.add_argument("-v", "--verbose", action="count", default=0,
