@@ -17,7 +17,6 @@ import argparse
 import dataclasses
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path

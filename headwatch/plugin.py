@@ -27,7 +27,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,9 +49,8 @@ class HeadwatchSession:
     selection: list[Any]  # PanelModel, revisions resolved once ``resolved``
     provider: Any  # Provider, which owns the session's RunInfo
     resolved: bool = False
+    #: organisms already handed to the trainer (once per session, on the process with the terminal)
     pretrained: bool = False
-    #: on the xdist controller: the workers' RunInfo merged into provider.run
-    merged: bool = field(default=False)
 
     @property
     def run(self):
