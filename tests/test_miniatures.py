@@ -1,0 +1,205 @@
+"""Config-faithful miniatures of Pythia 1B, OLMo 1B 0724 and OLMoE 1B-7B: flags, capture parity, pipeline.
+
+A miniature (``fixtures.tiny.miniature_model``) is the published config (``fixtures.realconfigs``)
+with only its sizes shrunk, so the flags that change how attention is computed (partial rotary,
+parallel residual, qkv clipping, non-parametric LayerNorm, full-width q/k norm, 64 experts top-8
+without renormalisation) are exercised by the capture path exactly as on the real models.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from fixtures import provider, runinfo
+from fixtures.panels import load_panel
+from fixtures.realconfigs import REAL_MODELS, config_value, real_config, real_model
+from fixtures.tiny import MINIATURE_SIZES, MINIATURES, miniature_config, miniature_model
+from probes.architectures import attention_modules, head_geometry, out_proj_modules
+from probes.capture import capturing
+from probes.record import HEAD_CLASSES
+
+#: The parity bound of issue 16 (fp32, on every miniature).
+PARITY_BOUND = 1e-5
+
+
+def parity(model, tokens: torch.Tensor) -> dict[str, float]:
+    """Max |difference| of the capture pass against eager attention and out-projection hooks.
+
+    tokens: [B, T]. Returns the max abs difference of
+    ``rows_vs_eager`` (query-row attention [B, L, H, T] vs eager ``output_attentions``),
+    ``heads_vs_eager_hook`` (head outputs [B, L, H, D] vs an out-projection forward pre-hook on the
+    eager pass), ``heads_vs_capture_hook`` (the same hook on the capture pass itself) and
+    ``logits_vs_eager`` ([B, T, V]).
+    """
+    g = head_geometry(model)
+    B = tokens.shape[0]
+    hooked: dict[int, torch.Tensor] = {}
+
+    def hook_all():
+        return [proj.register_forward_pre_hook(lambda _m, args, i=i: hooked.__setitem__(i, args[0][:, -1].clone()))
+                for i, proj in enumerate(out_proj_modules(model))]
+
+    def stacked_hooks() -> torch.Tensor:
+        return torch.stack([hooked[l].view(B, g.n_heads, g.d_head) for l in range(g.n_layers)], dim=1)
+
+    previous = model.config._attn_implementation
+    model.set_attn_implementation("eager")
+    handles = hook_all()
+    with torch.no_grad():
+        eager = model(tokens, output_attentions=True)
+    for h in handles:
+        h.remove()
+    eager_hooks = stacked_hooks()
+    hooked.clear()
+    handles = hook_all()
+    with torch.no_grad(), capturing(model) as recorder:
+        logits = model(tokens).logits
+    for h in handles:
+        h.remove()
+    model.set_attn_implementation(previous)
+    rows, outputs = recorder.stacked(g.n_layers)
+    eager_rows = torch.stack([a[:, :, -1, :] for a in eager.attentions], dim=1)
+    return {
+        "rows_vs_eager": float((rows - eager_rows).abs().max()),
+        "heads_vs_eager_hook": float((outputs - eager_hooks).abs().max()),
+        "heads_vs_capture_hook": float((outputs - stacked_hooks()).abs().max()),
+        "logits_vs_eager": float((logits - eager.logits).abs().max()),
+    }
+
+
+def probe_tokens(n: int = 3, seq_len: int = 64) -> torch.Tensor:
+    """Token ids in the paper's probe range [100, 10000): [n, seq_len]."""
+    return torch.randint(100, 10000, (n, seq_len), generator=torch.Generator().manual_seed(0))
+
+
+# ---- the miniatures keep every published flag -----------------------------------------------------
+
+
+@pytest.mark.parametrize("name", MINIATURES)
+def test_miniature_keeps_every_published_flag_and_shrinks_only_sizes(name):
+    row = real_model(name)
+    full, mini = real_config(name), miniature_config(name)
+    for what, path, value in row.flags:
+        assert config_value(mini, path) == value == config_value(full, path), what
+    # Every key other than the declared sizes is the published config's, the stored dtype included.
+    full_d, mini_d = full.to_dict(), mini.to_dict()
+    differing = {k for k in full_d.keys() | mini_d.keys() if full_d.get(k) != mini_d.get(k)}
+    assert differing == set(MINIATURE_SIZES[name])
+    assert str(mini.dtype).removeprefix("torch.") == row.stored_dtype
+    assert mini.vocab_size == 50304  # the real vocabulary: the paper's probe ids fit
+
+
+def test_published_flags_are_live_in_the_modules():
+    """The flags reach the modules transformers builds (not only the config object)."""
+    neox = miniature_model("pythia-1b")
+    attn = attention_modules(neox)[0]
+    assert attn.rotary_ndims == attn.head_size // 4 == 8  # partial rotary 0.25 of 32 dims
+    assert neox.config.use_parallel_residual and neox.gpt_neox.layers[0].use_parallel_residual
+    assert neox.get_output_embeddings().weight.data_ptr() != neox.get_input_embeddings().weight.data_ptr()  # untied
+
+    olmo = miniature_model("olmo-1b-0724")
+    layer = olmo.model.layers[0]
+    assert list(layer.input_layernorm.parameters()) == [] == list(olmo.model.norm.parameters())  # non-parametric
+    assert all(getattr(m, "bias", None) is None for m in olmo.modules() if isinstance(m, torch.nn.Linear))
+    assert olmo.get_output_embeddings().weight.data_ptr() != olmo.get_input_embeddings().weight.data_ptr()
+
+    olmoe = miniature_model("olmoe-1b-7b-0924")
+    attn = attention_modules(olmoe)[0]
+    g = head_geometry(olmoe)
+    assert attn.q_norm.weight.shape == attn.k_norm.weight.shape == (g.n_heads * g.d_head,)  # full width
+    moe = olmoe.model.layers[0].mlp
+    assert moe.gate.weight.shape[0] == 64 and moe.gate.top_k == 8 and moe.gate.norm_topk_prob is False
+    # top-8 of 64 without renormalisation: the routing weights of a token sum to less than 1.
+    with torch.no_grad():
+        _, weights, index = moe.gate(torch.randn(5, 128))
+    assert index.shape == (5, 8) and (weights.sum(-1) < 0.999).all()
+
+
+# ---- capture parity on each miniature ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", MINIATURES)
+def test_capture_parity_on_each_miniature(name):
+    model = miniature_model(name, seed=1)
+    diffs = parity(model, probe_tokens())
+    for quantity in ("rows_vs_eager", "heads_vs_eager_hook", "heads_vs_capture_hook"):
+        assert diffs[quantity] <= PARITY_BOUND, (name, quantity, diffs)
+    assert diffs["logits_vs_eager"] <= 1e-4, (name, diffs)
+
+
+def test_capture_parity_with_qkv_clipping_engaged():
+    """OLMo's clip_qkv only bites on large activations: scale q/k/v until about 15% of q passes 8.
+
+    Attention rows stay within the absolute bound. Head outputs are compared relative to their
+    size: v is clamped at 8, not at random-init scale ~0.1, and SDPA's and eager's fp32 rounding
+    differ by ~1e-6 of that (measured: 2.7e-5 absolute on outputs up to ~8). The capture records
+    exactly what enters the out-projection (difference 0 against the hook on its own pass).
+    """
+    model = miniature_model("olmo-1b-0724", seed=2)
+    pre_clip: list[torch.Tensor] = []
+    with torch.no_grad():
+        for attn in attention_modules(model):
+            for proj in (attn.q_proj, attn.k_proj, attn.v_proj):
+                proj.weight.mul_(25.0)
+            attn.q_proj.register_forward_hook(lambda _m, _a, out: pre_clip.append(out.detach().clone()))
+    tokens = probe_tokens()
+    diffs = parity(model, tokens)
+    clipped = torch.cat([x.flatten() for x in pre_clip]).abs().gt(8.0).float().mean()
+    assert clipped > 0.05, f"clipping not engaged ({float(clipped):.3f} of q above 8)"
+    with torch.no_grad(), capturing(model) as recorder:
+        model(tokens)
+    scale = float(recorder.stacked(head_geometry(model).n_layers)[1].abs().max())
+    assert scale > 1.0  # clamped values, far above random-init size
+    assert diffs["rows_vs_eager"] <= PARITY_BOUND, diffs
+    assert diffs["heads_vs_eager_hook"] <= PARITY_BOUND * scale, (diffs, scale)
+    assert diffs["heads_vs_capture_hook"] == 0.0, diffs
+
+
+# ---- the whole pipeline on each miniature -----------------------------------------------------------
+
+
+PROBE = """
+[models.probe]
+n_examples = 12
+seq_len = 64
+vocab_lo = 100
+vocab_hi = 10000
+n_pr = 12
+batch_size = 6
+"""
+
+
+@pytest.fixture(scope="module")
+def miniature_folders(tmp_path_factory) -> Path:
+    """Each miniature saved in its stored dtype as a local panel folder ``<name>/step0``."""
+    root = tmp_path_factory.mktemp("miniatures")
+    for name in MINIATURES:
+        miniature_model(name, seed=3, dtype="stored").save_pretrained(root / name / "step0")
+    return root
+
+
+@pytest.mark.parametrize("name", MINIATURES)
+def test_whole_measure_pipeline_on_each_miniature(name, miniature_folders, tmp_path):
+    panel = tmp_path / "mini.toml"
+    panel.write_text(
+        f'[[models]]\nname = "{name}"\nrepo = "{miniature_folders / name}"\nsource = "local"\n'
+        f'revisions = ["step0"]\ntokens = {{ per_step = 1 }}\n{PROBE}'
+    )
+    pm = load_panel(panel).models[0]
+    provider.clear_memo()
+    with runinfo.isolated():
+        (record,) = provider.model_records(pm, provider.ProviderOptions(cache_dir=tmp_path / "c", device="cpu",
+                                                                         progress=False))
+    g = head_geometry(miniature_model(name))
+    assert (record.n_layers, record.n_heads, record.d_head) == (g.n_layers, g.n_heads, g.d_head)
+    assert set(record.all_head_selectivity) == set(record.pr) == set(record.heads())
+    for sel in record.all_head_selectivity.values():
+        assert set(sel) == set(HEAD_CLASSES) and all(math.isfinite(v) and v >= 0 for v in sel.values())
+    assert all(1 <= pr <= 12 for pr in record.pr.values())
+    assert record.n_examples_valid == 12 and 0 <= record.task.top1 <= record.task.top5 <= 1
+    # stored in float16/float32/bfloat16, probed in float32 (what the paper's author needed)
+    assert record.provenance["dtype"] == "float32" and record.provenance["model_type"] == REAL_MODELS[name].published["model_type"]
+    assert record.provenance["resolved_from"] == "local" and len(record.provenance["weights_hash"]) == 64
