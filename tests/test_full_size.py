@@ -60,3 +60,24 @@ def test_random_checkpoint_is_written_layer_by_layer_in_the_stored_dtype(name, t
     assert 0.015 < float(sd[first].float().std()) < 0.025  # the model's own init (initializer_range 0.02)
     with pytest.raises(FileExistsError):
         write_random_checkpoint(config, tmp_path / "ck")
+
+
+def test_flop_count_of_the_benchmark_meets_the_floor_on_each_miniature():
+    """The benchmark's FLOP counter sees every matmul, the experts' grouped_mm included."""
+    import importlib.util
+    from pathlib import Path
+
+    from fixtures.tiny import MINIATURES, miniature_model
+    from probes.record import ProbeSettings
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "full_size.py"
+    spec = importlib.util.spec_from_file_location("full_size_benchmark", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    settings = ProbeSettings(n_examples=2, seq_len=64, vocab_lo=100, vocab_hi=10000, n_pr=2, batch_size=2)
+    for name in MINIATURES:
+        model = miniature_model(name)
+        floor = parameter_counts(model).flop_floor(2 * 64)
+        counted = bench.count_flops(model, settings)
+        # above the floor by attention scores (T = 64 vs d_model 128) and the last position's head
+        assert floor < counted < 1.5 * floor, (name, counted / floor)
