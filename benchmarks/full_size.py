@@ -44,7 +44,21 @@ MODELS = ("pythia-1b", "olmo-1b-0724", "olmoe-1b-7b-0924")
 
 
 def _peak_rss_mib() -> int:
+    """Peak resident set (ru_maxrss): anonymous memory plus mapped file pages (safetensors are mmapped)."""
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+
+
+def _rss_split_mib() -> dict[str, int]:
+    """Resident now, split into anonymous memory and mapped (reclaimable) file pages (Linux)."""
+    out = {}
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in ("RssAnon", "RssFile"):
+                out[key.lower() + "_mib"] = round(int(value.split()[0]) / 1024)
+    except OSError:
+        pass
+    return out
 
 
 def gemm_rate(device: str, size: int = 2048, seconds: float = 2.0) -> float:
@@ -137,6 +151,7 @@ def child_measure(name: str, folder: Path | None, args) -> dict:
                    memory_plan=loaded.plan.mode if loaded.plan is not None else "unchecked",
                    memory_plan_need_gib=round(loaded.plan.need_bytes / (1 << 30), 1) if loaded.plan else None)
     out["rss_after_load_mib"] = _peak_rss_mib()
+    out.update({f"after_load_{k}": v for k, v in _rss_split_mib().items()})
     settings = ProbeSettings(n_examples=args.n_examples, seq_len=args.seq_len, n_pr=min(500, args.n_examples),
                              batch_size=args.batch_size)
     if device.startswith("cuda"):
@@ -161,6 +176,7 @@ def child_measure(name: str, folder: Path | None, args) -> dict:
         floor_seconds_at_gemm_rate=round(floor / out["gemm_flops_per_s"], 1),
         measure_over_floor_time=round(out["measure_seconds"] / (floor / out["gemm_flops_per_s"]), 2),
         peak_rss_mib=_peak_rss_mib(),
+        **{f"after_measure_{k}": v for k, v in _rss_split_mib().items()},
     )
     return out
 
@@ -183,12 +199,14 @@ def run_child(kind: str, name: str, args, folder: Path | None) -> dict:
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| model | device | plan | N x T | load s | measure s | peak RSS MiB | FLOPs counted | FLOP floor | counted/floor | floor s at GEMM rate | measure/floor time |",
+    lines = ["| model | device | plan | N x T | load s | measure s | peak memory MiB: RSS (anon after load) or GPU | FLOPs counted | FLOP floor | counted/floor | floor s at GEMM rate | measure/floor time |",
              "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
+        mem = r.get("peak_gpu_mib", r["peak_rss_mib"])
+        anon = r.get("after_load_rssanon_mib")
         lines.append(
-            f"| {r['model']} | {r['device']} ({r['threads']} thr) | {r['memory_plan']} | {r['n_examples']} x {r['seq_len']} "
-            f"| {r['load_seconds']} | {r['measure_seconds']} | {r['peak_rss_mib']} | {r['flops_counted']:.3g} "
+            f"| {r['model']} | {r.get('gpu', r['device'])} ({r['threads']} thr) | {r['memory_plan']} | {r['n_examples']} x {r['seq_len']} "
+            f"| {r['load_seconds']} | {r['measure_seconds']} | {mem}{f' ({anon})' if anon is not None else ''} | {r['flops_counted']:.3g} "
             f"| {r['flops_floor']:.3g} | {r['counted_over_floor']} | {r['floor_seconds_at_gemm_rate']} "
             f"| {r['measure_over_floor_time']} |")
     return "\n".join(lines)
