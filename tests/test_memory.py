@@ -165,3 +165,16 @@ def test_too_low_limit_refuses_before_reading_weights(olmoe_folder, tmp_path, mo
     msg = str(e.value)
     assert "stored in bfloat16" in msg and "--dtype bfloat16" in msg and "layer by layer" in msg
     assert isinstance(e.value, loading.LoadingError)  # reported like every other loading problem
+
+
+def test_upcast_on_device_plan_gives_identical_numbers(olmoe_folder, tmp_path, monkeypatch):
+    """The GPU plan (bfloat16 on the host, cast to float32 on the device), run here with the CPU as
+    the device: the same numbers and weights hash as a float32 load."""
+    monkeypatch.delenv("HEADWATCH_MEMORY_LIMIT", raising=False)
+    full = measure_olmoe(olmoe_folder, tmp_path, "plain")
+    plan = memory.MemoryPlan("upcast-on-device", "bfloat16", "float32", 0, None, "loaded in bfloat16, cast on cpu")
+    monkeypatch.setattr(loading, "memory_plan", lambda *a, **k: plan)
+    cast = measure_olmoe(olmoe_folder, tmp_path, "cast")
+    assert cast.provenance["memory_plan"].startswith("upcast-on-device")
+    assert cast.all_head_selectivity == full.all_head_selectivity and cast.pr == full.pr and cast.task == full.task
+    assert cast.provenance["weights_hash"] == full.provenance["weights_hash"]
