@@ -7,21 +7,22 @@ The architecture is exact (the published configs, ``fixtures/realconfigs.py``), 
 random (no machine here reaches the Hub). Per model, each step in its own process so that its
 peak memory is its own:
 
-1. build (cached in ``--folder``, default ``.cache/full-size``): a random-init checkpoint in the
-   stored dtype (Pythia float16, OLMo float32, OLMoE bfloat16), written one layer at a time
-   (``fixtures/random_checkpoint.py``); ``--in-memory`` skips the checkpoint and builds the float32
-   model on the device instead (no load, no hash: for a GPU lease short of time);
-2. load through ``fixtures.loading.load_checkpoint``: memory plan (OLMoE in less than ~28 GB of
-   memory runs as bfloat16 weights computed in float32 layer by layer), ``from_pretrained``,
-   weights hash, move to the device;
-3. ``probes.measure.measure`` over N examples of length T in float32: the screen pass (selectivity,
-   PR, task metrics). Random weights form no induction circuit, so no ablation pass runs; at a
-   checkpoint with a circuit add three plain forward passes (about 3x the screen);
+1. build (cached in ``--folder``, default ``.cache/full-size`` in a checkout: ``headwatch.paths``):
+   a random-init checkpoint in the stored dtype (Pythia float16, OLMo float32, OLMoE bfloat16),
+   written one layer at a time (``fixtures/random_checkpoint.py``); ``--in-memory`` skips the
+   checkpoint and builds the float32 model on the device instead (no load, no hash: for a GPU
+   lease short of time);
+2. load through ``headwatch.fixtures.loading.load_checkpoint``: memory plan (OLMoE in less than
+   ~28 GB of memory runs as bfloat16 weights computed in float32 layer by layer),
+   ``from_pretrained``, weights hash, move to the device;
+3. ``headwatch.probes.measure.measure`` over N examples of length T in float32: the screen pass
+   (selectivity, PR, task metrics). Random weights form no induction circuit, so no ablation pass
+   runs; at a checkpoint with a circuit add three plain forward passes (about 3x the screen);
 4. FLOPs: one 2-example ``measure`` under torch's ``FlopCounterMode`` (with two ops torch does not
    count added: CPU SDPA, with torch's own SDPA formula, and ``_grouped_mm``, transformers' default
-   experts kernel), scaled to N; against the FLOP floor 2 x active non-embedding
-   parameters x N x T (``probes.architectures.parameter_counts``), and the floor's time at the
-   fp32 matmul rate this machine reaches right now (a GEMM timed in the same process).
+   experts kernel), scaled to N; against the FLOP floor 2 x active non-embedding parameters x N x T
+   (``headwatch.probes.architectures.parameter_counts``), and the floor's time at the fp32 matmul
+   rate this machine reaches right now (a GEMM timed in the same process).
 
 Prints a markdown table; ``--json`` writes every number.
 """
@@ -37,10 +38,11 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from headwatch.fixtures.realconfigs import REAL_MODELS, real_config
+from headwatch.names import did_you_mean, split_list
+from headwatch.paths import default_cache_dir
 
-MODELS = ("pythia-1b", "olmo-1b-0724", "olmoe-1b-7b-0924")
+MODELS = tuple(REAL_MODELS)
 
 
 def _peak_rss_mib() -> int:
@@ -83,7 +85,7 @@ def count_flops(model, settings) -> float:
     import torch
     from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 
-    from probes.measure import measure
+    from headwatch.probes.measure import measure
 
     def cpu_sdpa_flops(query_shape, key_shape, value_shape, *_args, out_shape=None, **_kwargs) -> int:
         return sdpa_flop_count(query_shape, key_shape, value_shape)  # torch's formula (full T x T)
@@ -111,8 +113,7 @@ def count_flops(model, settings) -> float:
 
 
 def child_build(name: str, folder: Path) -> dict:
-    from fixtures.random_checkpoint import write_random_checkpoint
-    from fixtures.realconfigs import real_config
+    from headwatch.fixtures.random_checkpoint import write_random_checkpoint
 
     info = write_random_checkpoint(real_config(name), folder, seed=0,
                                    progress=lambda msg: print(f"  {name}: {msg}", file=sys.stderr, flush=True))
@@ -124,11 +125,10 @@ def child_measure(name: str, folder: Path | None, args) -> dict:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from fixtures import loading
-    from fixtures.realconfigs import real_config
-    from probes.architectures import parameter_counts
-    from probes.measure import measure
-    from probes.record import ProbeSettings
+    from headwatch.fixtures import loading
+    from headwatch.probes.architectures import parameter_counts
+    from headwatch.probes.measure import measure
+    from headwatch.probes.record import ProbeSettings
 
     device = loading.pick_device(args.device)
     out: dict = {"model": name, "device": device, "threads": torch.get_num_threads(),
@@ -219,18 +219,18 @@ def main() -> None:
     parser.add_argument("--n-examples", type=int, default=8)
     parser.add_argument("--seq-len", type=int, default=256)
     parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--folder", type=Path, default=ROOT / ".cache" / "full-size",
-                        help="where the random checkpoints are built and kept")
+    parser.add_argument("--folder", type=Path, default=default_cache_dir("full-size"),
+                        help="where the random checkpoints are built and kept (default: %(default)s)")
     parser.add_argument("--in-memory", action="store_true", help="no checkpoint: build float32 on the device")
     parser.add_argument("--clean", action="store_true", help="delete each checkpoint after measuring it")
     parser.add_argument("--progress", action="store_true")
     parser.add_argument("--json", type=Path, help="also write every number here")
     parser.add_argument("--child", choices=["build", "measure"], help=argparse.SUPPRESS)
     args = parser.parse_args()
-    names = [m.strip() for m in args.models.split(",") if m.strip()]
-    unknown = set(names) - set(MODELS)
-    if unknown:
-        parser.error(f"unknown models {sorted(unknown)}; known: {', '.join(MODELS)}")
+    names = split_list(args.models)
+    for name in names:
+        if name not in MODELS:
+            parser.error(f"unknown model {name!r}{did_you_mean(name, MODELS)}; known: {', '.join(MODELS)}")
     if args.child:
         (name,) = names
         folder = args.folder / name / "random-init"

@@ -17,18 +17,16 @@ import argparse
 import dataclasses
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 # Checkpoints load from the local Hub-format cache only.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from fixtures.hubcache import repo_folder  # noqa: E402
-from fixtures.organisms import FAMILIES, ORGANISMS, ensure_trained  # noqa: E402
-from fixtures.organisms.train import TrainLog, state_folder  # noqa: E402
+from headwatch.fixtures.hubcache import repo_folder
+from headwatch.fixtures.organisms import FAMILIES, ORGANISMS, ensure_trained
+from headwatch.fixtures.organisms.train import TrainLog, state_folder
 
 
 def load_average() -> str:
@@ -43,8 +41,8 @@ def probe_trajectory(family: str, repo: str, cache_dir: Path) -> list[dict]:
     """Measure every checkpoint; one summary row per revision."""
     from transformers import AutoModelForCausalLM
 
-    from probes.measure import measure
-    from probes.selectivity import bos_fraction, bos_heads, induction_circuit
+    from headwatch.probes.measure import measure
+    from headwatch.probes.selectivity import bos_fraction, bos_heads, induction_circuit
 
     org = ORGANISMS[family]
     rows = []
@@ -83,7 +81,7 @@ def time_steps(family: str, seed: int, n: int, threads: int) -> float:
     """Seconds per training step over ``n`` steps (after 5 warm-up steps), no checkpointing."""
     import torch
 
-    from fixtures.organisms.data import tiled_span_rows
+    from headwatch.fixtures.organisms.data import tiled_span_rows
 
     torch.set_num_threads(threads)
     recipe = ORGANISMS[family].recipe

@@ -28,15 +28,12 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from probes.architectures import head_geometry, out_proj_modules  # noqa: E402
-from probes.batch import induction_batch  # noqa: E402
-from probes.measure import measure  # noqa: E402
-from probes.participation import participation_ratio  # noqa: E402
-from probes.record import ProbeSettings  # noqa: E402
-from probes.selectivity import SelectivityAccumulator, baseline_positions  # noqa: E402
+from headwatch.probes.architectures import head_geometry, out_proj_modules
+from headwatch.probes.batch import induction_batch
+from headwatch.probes.measure import measure
+from headwatch.probes.participation import participation_ratio
+from headwatch.probes.record import ProbeSettings
+from headwatch.probes.selectivity import SelectivityAccumulator, baseline_positions
 
 WAYS = {
     "a": "plain forward (SDPA, no capture): the floor",

@@ -4,7 +4,8 @@ Only matplotlib's object API and the Agg canvas are used (never pyplot), so draw
 backend state and works headless, in xdist workers and in threads. Figures are small (dpi 80) so a
 report with every model stays well under 10 MB.
 
-Quantities come from :mod:`claims.trajectory` and :mod:`probes.selectivity`; nothing is recomputed.
+Quantities come from :mod:`headwatch.claims.trajectory`, :mod:`headwatch.probes.selectivity` and the
+verdicts (:class:`~headwatch.claims.verdict.Verdict`); nothing is recomputed.
 """
 from __future__ import annotations
 
@@ -20,11 +21,14 @@ from matplotlib.figure import Figure as MplFigure
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import FuncFormatter
 
-from probes.record import HEAD_CLASSES, UNCLASSIFIED, MeasurementRecord, parse_head_key
-from probes.selectivity import bos_heads, head_labels, induction_circuit
+from headwatch.probes.record import HEAD_CLASSES, UNCLASSIFIED, MeasurementRecord, parse_head_key
+from headwatch.probes.selectivity import bos_heads, head_labels, induction_circuit
+
+from headwatch.spec import SPEC
 
 from . import trajectory as T
 from .judge import fmt_tokens
+from .verdict import Verdict
 
 DPI = 80
 #: Colours: one per head class (the grid), and the two quantities of the F5 twin axes.
@@ -105,7 +109,7 @@ def _message_figure(text: str, size: tuple[float, float] = (5.5, 1.2)) -> bytes:
 # ---- the figures ------------------------------------------------------------------------------
 
 
-def bos_figure(records: Sequence[MeasurementRecord], verdicts: Mapping[str, Any], model: str = "") -> bytes:
+def bos_figure(records: Sequence[MeasurementRecord], verdicts: Mapping[str, Verdict], model: str = "") -> bytes:
     """BOS fraction against tokens seen (log), t_induction and t_bos50 marked, the shape named (F2, F3)."""
     recs = T.by_tokens(records)
     xs = _x([r.tokens_seen for r in recs])  # type: ignore[misc]
@@ -119,58 +123,57 @@ def bos_figure(records: Sequence[MeasurementRecord], verdicts: Mapping[str, Any]
         ax.plot(xs[shape.rise_at - 1:shape.rise_at + 1], series[shape.rise_at - 1:shape.rise_at + 1],
                 color="black", lw=3.5, alpha=0.35, label=f"largest rise {100 * shape.largest_rise:.1f} pts")
         ax.legend(loc="upper left", fontsize=8, frameon=False)
-    ax.axhline(100 * T.BOS_LEVEL, color="gray", lw=0.8, ls=":")
+    ax.axhline(100 * SPEC.bos_level, color="gray", lw=0.8, ls=":")
     _token_axis(ax, xs, _has_zero(recs))  # before the marks: they place their labels by the axis limits
     _mark(ax, _revision_x(recs, sep.induction.revision), f"t_induction {fmt_tokens(sep.induction.tokens)}", SEL_COLOR)
     _mark(ax, _revision_x(recs, sep.bos.revision), f"t_bos50 {fmt_tokens(sep.bos.tokens)}", CLASS_COLORS["first-token"], 0.85)
     ax.set_ylim(0, 100)
     ax.set_ylabel("BOS heads (% of all heads)")
-    f2 = verdicts.get("F2", {})
-    expected = f" (expected {f2['expected']})" if f2.get("expected") else ""
+    f2 = verdicts.get("F2")
+    expected = f" (expected {f2.details.expected})" if f2 is not None and f2.details.expected else ""
     ratio = f"; t_bos50/t_ind {sep.ratio:.3g}x" if sep.ratio is not None else ""
     ax.set_title(f"{model}: a {shape.shape.upper()}{expected}{ratio}", fontsize=10)
     fig.tight_layout()
     return _png(fig)
 
 
-def induction_figure(records: Sequence[MeasurementRecord], verdicts: Mapping[str, Any], model: str = "") -> bytes:
+def induction_figure(records: Sequence[MeasurementRecord], verdicts: Mapping[str, Verdict], model: str = "") -> bytes:
     """Number of induction heads (>= 50x) and recall of the final circuit against tokens (F3, F4)."""
     recs = T.by_tokens(records)
     xs = _x([r.tokens_seen for r in recs])  # type: ignore[misc]
-    counts = [len(induction_circuit(r.all_head_selectivity, T.INDUCTION_THRESHOLD)) for r in recs]
+    counts = [len(induction_circuit(r.all_head_selectivity, SPEC.induction)) for r in recs]
     fig = MplFigure(figsize=(5.5, 3.4))
     ax = fig.add_subplot()
     ax.step(xs, counts, where="post", color=SEL_COLOR, lw=2, label="induction heads (>= 50x)")
     ax.plot(xs, counts, "o", color=SEL_COLOR)
-    ax.axhline(T.INDUCTION_MIN_HEADS, color=SEL_COLOR, lw=0.8, ls=":")
+    ax.axhline(SPEC.induction_min_heads, color=SEL_COLOR, lw=0.8, ls=":")
     ax.set_ylabel("induction heads", color=SEL_COLOR)
-    ax.set_ylim(0, max(max(counts), T.INDUCTION_MIN_HEADS) + 1)
+    ax.set_ylim(0, max(max(counts), SPEC.induction_min_heads) + 1)
     _token_axis(ax, xs, _has_zero(recs))
     final, series = T.recall_series(recs)
-    f4 = verdicts.get("F4", {})
+    f4 = verdicts["F4"].details if "F4" in verdicts else None
     if series:
         ax2 = ax.twinx()
         ax2.plot(xs, [100 * p.recall for p in series], "s--", color="black", ms=4, lw=1, label="recall of final circuit")
-        ax2.axhline(100 * T.RECALL_LEVEL, color="black", lw=0.6, ls=":")
+        ax2.axhline(100 * SPEC.recall_level, color="black", lw=0.6, ls=":")
         ax2.set_ylim(0, 105)
         ax2.set_ylabel("recall of final circuit (%)")
-    total = f4.get("total_tokens")
-    if total:
-        limit = f4.get("max_fraction", 0.025) * total
+    if f4 is not None and f4.total_tokens:
+        limit = f4.max_fraction * f4.total_tokens
         ax.axvspan(ax.get_xlim()[0], limit, color="green", alpha=0.07)
-        ax.text(limit, 0.03, f"{100 * f4.get('max_fraction', 0.025):g}% of training ", transform=ax.get_xaxis_transform(),
+        ax.text(limit, 0.03, f"{100 * f4.max_fraction:g}% of training ", transform=ax.get_xaxis_transform(),
                 ha="right", fontsize=7, color="green")
-    computed = f4.get("computed") or {}
-    _mark(ax, _revision_x(recs, computed.get("revision")), "recall >= 2/3", "black", 0.85)
-    paper = f4.get("paper_table") or {}
-    if paper.get("revision") and paper.get("revision") != computed.get("revision"):
-        _mark(ax, _revision_x(recs, paper["revision"]), "paper table", "gray", 0.72)
+    computed = f4.computed if f4 is not None else None
+    _mark(ax, _revision_x(recs, computed.revision if computed else None), "recall >= 2/3", "black", 0.85)
+    paper = f4.paper_table if f4 is not None else None
+    if paper is not None and paper.revision and paper.revision != (computed.revision if computed else None):
+        _mark(ax, _revision_x(recs, paper.revision), "paper table", "gray", 0.72)
     ax.set_title(f"{model}: induction heads; final circuit {', '.join(T.layer_order(final)) or 'empty'}", fontsize=10)
     fig.tight_layout()
     return _png(fig)
 
 
-def pr_figure(records: Sequence[MeasurementRecord], verdicts: Mapping[str, Any], model: str = "") -> bytes:
+def pr_figure(records: Sequence[MeasurementRecord], verdicts: Mapping[str, Verdict], model: str = "") -> bytes:
     """Per final induction head: PR and induction selectivity on twin axes, elevation and crossing marked (F5)."""
     recs = T.by_tokens(records)
     if not T.has_pr(recs):
@@ -194,7 +197,7 @@ def pr_figure(records: Sequence[MeasurementRecord], verdicts: Mapping[str, Any],
         _token_axis(ax, xs, _has_zero(recs))
         ax2 = ax.twinx()
         ax2.plot(xs, np.maximum(lead.selectivity_series, 1e-2), "s-", color=SEL_COLOR, lw=1.8, ms=4)
-        ax2.axhline(T.INDUCTION_THRESHOLD, color=SEL_COLOR, ls=":", lw=0.9)
+        ax2.axhline(SPEC.induction, color=SEL_COLOR, ls=":", lw=0.9)
         ax2.set_yscale("log")
         ax2.set_ylabel("induction selectivity (log)", color=SEL_COLOR, fontsize=8)
         _mark(ax, float(xs[lead.elevated.index]) if lead.elevated else None, "PR up", PR_COLOR, 0.97)
@@ -211,7 +214,7 @@ def pr_figure(records: Sequence[MeasurementRecord], verdicts: Mapping[str, Any],
 
 def label_grid_figure(record: MeasurementRecord, model: str = "") -> bytes:
     """Layer x head grid of head labels at one revision; BOS heads dotted; layers 0-1 outlined (F1)."""
-    labels = head_labels(record.all_head_selectivity, T.BOS_THRESHOLD)
+    labels = head_labels(record.all_head_selectivity, SPEC.label)
     classes = list(HEAD_CLASSES) + [UNCLASSIFIED]
     grid = np.zeros((record.n_layers, record.n_heads), dtype=int)
     for key, cls in labels.items():
@@ -222,12 +225,12 @@ def label_grid_figure(record: MeasurementRecord, model: str = "") -> bytes:
     ax = fig.add_subplot()
     ax.imshow(grid, cmap=ListedColormap([CLASS_COLORS[c] for c in classes]), vmin=-0.5, vmax=len(classes) - 0.5,
               aspect="auto", interpolation="nearest")
-    bos = bos_heads(record.all_head_selectivity, T.BOS_THRESHOLD)
+    bos = bos_heads(record.all_head_selectivity, SPEC.bos)
     for key in bos:
         l, h = parse_head_key(key)
         ax.plot(h, l, "o", ms=3.5, mfc="white", mec="black", mew=0.6)
     # the final induction circuit: its heads' best class is often first-token, so outline them
-    for key in induction_circuit(record.all_head_selectivity, T.INDUCTION_THRESHOLD):
+    for key in induction_circuit(record.all_head_selectivity, SPEC.induction):
         l, h = parse_head_key(key)
         ax.add_patch(Rectangle((h - 0.5, l - 0.5), 1, 1, fill=False, ec=CLASS_COLORS["induction"], lw=2.2))
     ax.add_patch(Rectangle((-0.5, -0.5), record.n_heads, min(2, record.n_layers), fill=False, ec="black", lw=2.5))
@@ -255,17 +258,18 @@ def _grid_marker_handles() -> list[Any]:
                    label="induction >= 50x")]
 
 
-def ablation_figure(verdicts: Mapping[str, Any], model: str = "") -> bytes:
+def ablation_figure(verdicts: Mapping[str, Verdict], model: str = "") -> bytes:
     """Top-1 at baseline, with the induction circuit ablated, and with matched-random heads ablated."""
-    v = verdicts.get("causal", {})
-    if "circuit_top1" not in v:
-        return _message_figure(f"{model}: {v.get('message', 'no ablation in these records')}")
-    names = ["baseline", f"circuit ({len(v['circuit_heads'])})"]
-    values = [v["baseline_top1"], v["circuit_top1"]]
+    verdict = verdicts.get("causal")
+    if verdict is None or verdict.details.circuit_top1 is None:
+        return _message_figure(f"{model}: {verdict.message if verdict else 'no ablation in these records'}")
+    v = verdict.details
+    names = ["baseline", f"circuit ({len(v.circuit_heads)})"]
+    values = [v.baseline_top1, v.circuit_top1]
     colors = ["#7f7f7f", SEL_COLOR]
-    if v.get("random_top1") is not None:
-        names.append(f"matched random ({v['n_random_heads']})")
-        values.append(v["random_top1"])
+    if v.random_top1 is not None:
+        names.append(f"matched random ({v.n_random_heads})")
+        values.append(v.random_top1)
         colors.append("#17becf")
     fig = MplFigure(figsize=(4.6, 3.2))
     ax = fig.add_subplot()
@@ -273,13 +277,13 @@ def ablation_figure(verdicts: Mapping[str, Any], model: str = "") -> bytes:
     ax.bar(names, pct, color=colors)
     for i, p in enumerate(pct):
         ax.text(i, p, f"{p:.2f}%", ha="center", va="bottom", fontsize=8)
-    ax.axhline(100 * v["max_share"] * v["baseline_top1"], color="black", ls=":", lw=1)
-    ax.text(len(names) - 0.5, 100 * v["max_share"] * v["baseline_top1"], f"{100 * v['max_share']:g}% of baseline",
+    ax.axhline(100 * v.max_share * v.baseline_top1, color="black", ls=":", lw=1)
+    ax.text(len(names) - 0.5, 100 * v.max_share * v.baseline_top1, f"{100 * v.max_share:g}% of baseline",
             ha="right", va="bottom", fontsize=7)
     ax.set_ylabel("top-1 at the query (%)")
     ax.set_ylim(0, max(pct) * 1.2 or 1)
     ax.tick_params(axis="x", labelsize=8)
-    ax.set_title(f"{model}: ablation at {v['revision']}", fontsize=9)
+    ax.set_title(f"{model}: ablation at {v.revision}", fontsize=9)
     fig.tight_layout()
     return _png(fig)
 
@@ -287,12 +291,12 @@ def ablation_figure(verdicts: Mapping[str, Any], model: str = "") -> bytes:
 # ---- all of a model's figures -------------------------------------------------------------------
 
 
-def model_figures(records: Sequence[MeasurementRecord], verdicts: Mapping[str, Any], model: str = "") -> list[Figure]:
+def model_figures(records: Sequence[MeasurementRecord], verdicts: Mapping[str, Verdict], model: str = "") -> list[Figure]:
     """Every figure of one model, in report order (one per figure kind, always)."""
     recs = T.by_tokens(records)
     final = recs[-1]
-    causal = verdicts.get("causal", {})
-    random_note = causal.get("random_matched_to", "")
+    causal = verdicts.get("causal")
+    random_note = causal.details.random_matched_to if causal is not None else None
     return [
         Figure("bos_fraction", "BOS fraction", "Share of heads with first-token selectivity >= 30x; dashed lines: "
                "t_induction (>= 3 heads at >= 50x) and t_bos50 (BOS fraction >= 50%). F2, F3.",

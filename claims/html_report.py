@@ -1,17 +1,17 @@
-"""pytest plugin: turns pytest-html's report into one a researcher reads (issue 6).
+"""The HTML report's pytest side: turns pytest-html's report into one a researcher reads (issue 6).
 
-Registered by the root conftest (``pytest_plugins = ["claims.html_report"]``); active only with
-``--html``. It makes the report self-contained (figures, styles and scripts in one file), names it,
-and opens pytest-html's summary with the claims: a verdict table (claim x model, status and key
-number, plus the claim tests' outcomes), then per model the judge's messages and figures, then the
-run environment.
+Registered by the headwatch plugin (headwatch/plugin.py) when ``--html`` is given and headwatch is
+active, on the process that writes the report. It names the report and opens pytest-html's summary
+with the claims: a verdict table (claim x model, status and key number, plus the claim tests'
+outcomes), then per model the judge's messages and figures, then the run environment.
 
 Why the controller re-reads the records instead of receiving them from the tests: under xdist the
 tests run on workers, and the report is written on the controller after they finish. By then every
 measurement the workers made is in the cache, so the controller reads the same records read-only
-(:func:`claims.report_data.cached_records`: published files or cache, never a fresh probe run) and
-judges them with the same judge. This also covers models whose tests were deselected, and needs
-no large payload through xdist. The claim tests' outcomes arrive as ordinary test reports.
+(:meth:`headwatch.fixtures.provider.Provider.cached_records`: published files or cache, never a
+fresh probe run) and judges them with the same judge. This also covers models whose tests were
+deselected, and needs no large payload through xdist. The claim tests' outcomes arrive as ordinary
+test reports.
 """
 from __future__ import annotations
 
@@ -19,25 +19,18 @@ import re
 import traceback
 from collections import Counter
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .report_data import FAILS, HOLDS, NA, XFAIL, XPASS, ModelReport, model_report, verdict_cell
+from headwatch.fixtures.provider import Provider
+
+from .figures import model_figures
+from .report_data import FAILS, HOLDS, NA, XFAIL, XPASS, model_report, verdict_cell
+from .report_render import fragment
 
 _CLAIM_MODULE = re.compile(r"(?:^|/)test_(f[1-5]|causal)_[^/]*\.py$")
 _OUTCOME_ORDER = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_configure(config: pytest.Config) -> None:
-    """With ``--html``: self-contained output (the user's command has no --self-contained-html)."""
-    if not config.getoption("htmlpath", None):
-        return
-    config.option.self_contained_html = True
-    if getattr(config, "workerinput", None) is None:  # the report is written on the controller only
-        config.pluginmanager.register(HeadwatchReport(config), "headwatch-html-report")
 
 
 # ---- which claim and model a test report belongs to ---------------------------------------------
@@ -94,10 +87,14 @@ def disagrees(status: str, counts: Counter) -> bool:
 
 
 class HeadwatchReport:
-    """Collects claim-test outcomes during the run; builds the claims section at session end."""
+    """Collects claim-test outcomes during the run; builds the claims section at session end.
 
-    def __init__(self, config: pytest.Config):
+    ``session`` is the plugin's :class:`headwatch.plugin.HeadwatchSession` (panels, options, the run).
+    """
+
+    def __init__(self, config: pytest.Config, session: Any):
         self.config = config
+        self.session = session
         self.tests: dict[tuple[str, str], Counter] = {}
         self.controls: Counter = Counter()
         self.html: str | None = None
@@ -132,16 +129,10 @@ class HeadwatchReport:
             prefix.append(self.html)
 
     def build(self) -> str:
-        from fixtures import runinfo
-
-        from .figures import model_figures
-        from .report_render import fragment
-
-        # the run as the tests saw it, before this plugin's own reads add to it
-        env = runinfo.run_info(self.config).to_dict()
-        reports, errors = [], []
-        for pm in selected_models(self.config, env):
-            reports.append(model_report(pm, provider_options(self.config, env)))
+        # the run as the tests saw it; the report reads through a provider of its own (read only)
+        env = self.session.run.to_dict()
+        reader = Provider(replace(self.session.options, progress=False))
+        reports, errors = [model_report(pm, reader) for pm in self.selected_models(env)], []
         figures = {}
         for r in reports:
             if r.records:
@@ -157,41 +148,24 @@ class HeadwatchReport:
                     mismatches[(claim, model)] = disagrees(verdict_cell(claim, r).status, counts)
         return fragment(reports, figures, env, tests, mismatches, tests_line(self.controls) or None, errors)
 
+    def selected_models(self, env: dict[str, Any]) -> list[Any]:
+        """The session's selected PanelModels, with the revisions the run used.
+
+        From the run info (``models``: id -> panel, repo, revisions; on the controller merged from
+        the workers, which resolve log-spaced revisions), matched to the session's panels.
+        """
+        out = []
+        for model_id, info in (env.get("models") or {}).items():
+            entry = next((m for p in self.session.panels for m in p.models
+                          if m.panel == info.get("panel") and m.repo == info.get("repo")), None)
+            if entry is None:
+                continue
+            revisions = info.get("revisions") or list(entry.revisions)
+            out.append(replace(entry.with_revisions(revisions), id=model_id))
+        return out
+
 
 def _escape(text: str) -> str:
     from html import escape
 
     return escape(text)
-
-
-def selected_models(config: pytest.Config, env: dict[str, Any]) -> list[Any]:
-    """The session's selected PanelModels, with the revisions the run used.
-
-    From the run info (``models``: id -> panel, repo, revisions), which the root conftest fills
-    on every process, matched to the panel files named by ``--panel`` (or the default panels).
-    """
-    from fixtures import panels as panels_mod
-
-    names = [v.strip() for item in config.getoption("--panel") or [] for v in item.split(",") if v.strip()]
-    loaded = [panels_mod.load_panel(n) for n in names or panels_mod.default_panels()]
-    out = []
-    for model_id, info in (env.get("models") or {}).items():
-        entry = next((m for p in loaded for m in p.models
-                      if m.panel == info.get("panel") and m.repo == info.get("repo")), None)
-        if entry is None:
-            continue
-        revisions = info.get("revisions") or list(entry.revisions)
-        out.append(replace(entry.with_revisions(revisions), id=model_id))
-    return out
-
-
-def provider_options(config: pytest.Config, env: dict[str, Any]) -> Any:
-    """The provider options of the run (cache, dtype, examples, reference folder), read only."""
-    from fixtures import provider
-
-    cache_dir = env.get("cache_dir")
-    return provider.ProviderOptions(
-        cache_dir=Path(cache_dir) if cache_dir else provider.default_cache_dir(),
-        dtype=config.getoption("--dtype"), n_examples=config.getoption("--n-examples"),
-        reference_dir=config.getoption("--reference-dir"), progress=False,
-    )

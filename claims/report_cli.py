@@ -1,8 +1,9 @@
 """``headwatch report``: the report's figures, a CSV and a JSON summary, from what is on disk.
 
 Reads each panel model's records without measuring anything (published files for ``reference``
-models, the measurement cache for the others; see :func:`claims.report_data.cached_records`), judges
-them with the judge the claim tests use, and writes into ``--out DIR``::
+models, the measurement cache for the others; see
+:meth:`headwatch.fixtures.provider.Provider.cached_records`), judges them with the judge the claim
+tests use, and writes into ``--out DIR``::
 
     DIR/summary.csv              one row per (model, claim): status, key number, judge's message
     DIR/summary.json             the same plus every verdict dict and the missing revisions
@@ -15,12 +16,19 @@ from __future__ import annotations
 
 import argparse
 import csv
+import logging
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from probes.record import write_json_atomic
+from headwatch.fixtures.panels import PanelError, load_panel
+from headwatch.fixtures.provider import Provider, ProviderOptions
+from headwatch.names import split_list
+from headwatch.paths import default_cache_dir
+from headwatch.probes.record import write_json_atomic
+
+log = logging.getLogger("headwatch.report")
 
 DEFAULT_PANEL = "published"
 
@@ -29,25 +37,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--panel", action="append", default=None, metavar="NAME|FILE",
                         help=f"panel(s) to report (repeatable or comma list; default: {DEFAULT_PANEL})")
     parser.add_argument("--out", required=True, metavar="DIR", help="folder for the figures, CSV and JSON")
-    parser.add_argument("--models", nargs="+", default=None, metavar="M", help="only these models (short names or repo ids)")
+    parser.add_argument("--models", nargs="+", default=None, metavar="M",
+                        help="only these models (short names or repo ids; default: every model of the panels)")
     parser.add_argument("--cache-dir", default=None, metavar="DIR",
-                        help="headwatch cache to read (default $HEADWATCH_CACHE_DIR or .cache/headwatch)")
+                        help="headwatch cache to read (default: $HEADWATCH_CACHE_DIR, else .cache/headwatch in a "
+                             "checkout, else ~/.cache/headwatch)")
     parser.add_argument("--n-examples", type=int, default=None, metavar="N",
-                        help="read measurements made with this many examples (as given to pytest --n-examples)")
+                        help="read measurements made with this many examples, as given to pytest --n-examples "
+                             "(default: each panel's own)")
     parser.add_argument("--dtype", default=None, choices=["float32", "float16", "bfloat16"],
-                        help="read measurements made in this dtype (as given to pytest --dtype)")
-    parser.add_argument("--no-figures", action="store_true", help="only the CSV and JSON")
+                        help="read measurements made in this dtype, as given to pytest --dtype (default: each "
+                             "panel model's own)")
+    parser.add_argument("--no-figures", action="store_true", help="only the CSV and JSON (default: figures too)")
 
 
 def _models(args: argparse.Namespace) -> list[Any]:
-    from fixtures.panels import load_panel
-
-    names = [v.strip() for item in args.panel or [DEFAULT_PANEL] for v in item.split(",") if v.strip()]
-    models = [m for n in names for m in load_panel(n).models]
-    if args.models:
-        wanted = set(args.models)
-        models = [m for m in models if {m.name, m.id, m.repo, m.repo.split("/")[-1]} & wanted]
-    return models
+    models = [m for n in split_list(args.panel or [DEFAULT_PANEL]) for m in load_panel(n).models]
+    wanted = split_list(args.models)
+    return [m for m in models if any(m.matches(w) for w in wanted)] if wanted else models
 
 
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
@@ -60,9 +67,7 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Write the report files; 2 on bad input, 1 when no model has a single measurement on disk."""
-    from fixtures import provider
-    from fixtures.panels import PanelError
-
+    # Deferred: figures and the judge import matplotlib and torch; `headwatch report --help` need not.
     from .figures import model_figures
     from .report_data import model_report, summary_rows, verdict_cell
     from .report_render import fragment, standalone_page, versions
@@ -75,12 +80,12 @@ def run(args: argparse.Namespace) -> int:
     if not models:
         print(f"error: none of {args.models} is in the panel(s)", file=sys.stderr)
         return 2
-    cache_dir = Path(args.cache_dir).expanduser().resolve() if args.cache_dir else provider.default_cache_dir()
-    options = provider.ProviderOptions(cache_dir=cache_dir, n_examples=args.n_examples, dtype=args.dtype, progress=False)
+    cache_dir = Path(args.cache_dir).expanduser().resolve() if args.cache_dir else default_cache_dir()
+    reader = Provider(ProviderOptions(cache_dir=cache_dir, n_examples=args.n_examples, dtype=args.dtype, progress=False))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
 
-    reports = [model_report(m, options) for m in models]
+    reports = [model_report(m, reader) for m in models]
     figures = {}
     for r in reports:
         status = " ".join(f"{c}={verdict_cell(c, r).status}" for c in r.verdicts) or (r.error or "no measurements on disk")
@@ -100,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
         "panels": sorted({m.panel for m in models}), "cache_dir": str(cache_dir), "versions": versions(),
         "rows": rows,
         "models": {r.id: {"repo": r.repo, "panel": r.panel, "revisions": [x.revision for x in r.records],
-                          "missing": r.missing, "error": r.error, "verdicts": r.verdicts,
+                          "missing": r.missing, "error": r.error,
+                          "verdicts": {c: v.to_dict() for c, v in r.verdicts.items()},
                           "figures": [f"{r.id}/{f.name}.png" for f in figures.get(r.id, [])]} for r in reports},
     })
     os.chmod(out / "summary.json", 0o644)  # written through a private temp file; readable like the CSV

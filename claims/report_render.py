@@ -1,7 +1,7 @@
 """HTML for the report: the verdict table, per-model figure sections, the run environment.
 
-Pure functions from :class:`claims.report_data.ModelReport` (and plain dicts) to HTML strings, with
-no pytest import: the pytest-html plugin (:mod:`claims.html_report`) puts the fragment into
+Pure functions from :class:`headwatch.claims.report_data.ModelReport` (and plain dicts) to HTML strings,
+with no pytest import: the pytest-html plugin (:mod:`headwatch.claims.html_report`) puts the fragment into
 pytest-html's summary, and ``headwatch report`` wraps it into a page of its own.
 
 Stable hooks for tests and tools: the verdict table is ``table#headwatch-verdicts``, each cell
@@ -17,8 +17,10 @@ from html import escape
 from importlib import metadata
 from typing import Any
 
+from headwatch.fixtures.cache import probe_code_version
+from headwatch.spec import CLAIMS
+
 from .figures import Figure
-from .judge import CLAIMS
 from .report_data import CLAIM_TITLES, FAILS, HOLDS, MISSING, NA, XFAIL, XPASS, ModelReport, verdict_cell
 
 #: Where to read a status word: colour per status (background, text).
@@ -113,9 +115,9 @@ def model_section(report: ModelReport, figures: Sequence[Figure]) -> str:
         rows = "".join(
             f'<tr><th>{escape(CLAIM_TITLES[c])}</th><td style="color:{STATUS_STYLE[verdict_cell(c, report).status][1]};'
             f'font-weight:bold">{escape(STATUS_LABEL[verdict_cell(c, report).status])}</td>'
-            f'<td class="msg">{escape(report.verdicts[c].get("message", ""))}'
-            + (f'<br><i>declared deviation: {escape(report.verdicts[c]["declared_xfail"])}</i>'
-               if report.verdicts[c].get("declared_xfail") else "") + "</td></tr>"
+            f'<td class="msg">{escape(report.verdicts[c].message)}'
+            + (f'<br><i>declared deviation: {escape(report.verdicts[c].declared_deviation)}</i>'
+               if report.verdicts[c].declared_deviation else "") + "</td></tr>"
             for c in CLAIMS)
         parts.append(f'<table class="hw verdict-details">{rows}</table>')
     if figures:
@@ -131,12 +133,7 @@ def versions() -> dict[str, str]:
             out[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:
             continue
-    try:
-        from fixtures.cache import probe_code_version
-
-        out["probe code"] = probe_code_version()
-    except Exception:  # the environment table must not fail the report
-        pass
+    out["probe code"] = probe_code_version()
     return out
 
 

@@ -8,11 +8,12 @@ data: the numbers are chosen only to sit clearly on one side of each claim's thr
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from probes.record import HEAD_CLASSES, AblationResult, MeasurementRecord, TaskMetrics, head_key
+from headwatch.probes.record import HEAD_CLASSES, AblationResult, MeasurementRecord, TaskMetrics, head_key
+from headwatch.spec import Expectations
 
 N_LAYERS, N_HEADS, D_HEAD = 8, 4, 64
 #: Selectivities used for planted heads: clearly above (or below) the 30x / 50x thresholds.
@@ -125,7 +126,7 @@ HEALTHY = dict(
     induction_sets=((), (A, B, D), (A, B, D), (A, B), (A, B), (A, B, C), (A, B, C)),
     pr={A: (PR_HIGH,) * 7, B: (PR_LOW,) + (PR_HIGH,) * 6, C: (PR_LOW,) * 3 + (PR_HIGH,) * 4},
 )
-HEALTHY_EXPECT = {"bos_shape": "ramp", "dclm": True}
+HEALTHY_EXPECT = Expectations(bos_shape="ramp", dclm=True)
 
 
 def healthy(**overrides: Any) -> list[MeasurementRecord]:
@@ -140,8 +141,8 @@ class NegativeControl:
     name: str
     claim: str
     what: str
-    build: Any  # () -> list[MeasurementRecord]
-    expect: Mapping[str, Any] = field(default_factory=lambda: dict(HEALTHY_EXPECT))
+    build: Callable[[], list[MeasurementRecord]]
+    expect: Expectations = HEALTHY_EXPECT
 
     def records(self) -> list[MeasurementRecord]:
         return self.build()
@@ -157,7 +158,7 @@ NEGATIVE_CONTROLS: dict[str, NegativeControl] = {
         NegativeControl("step_for_declared_ramp", "F2", "a step-shaped BOS curve for a model declared ramp",
                         lambda: healthy(bos_fractions=(0.0, 0.0, 0.0, 0.0625, 0.625, 0.6875, 0.75))),
         NegativeControl("ramp_for_declared_step", "F2", "a ramp BOS curve for a model declared step",
-                        lambda: healthy(), expect={"bos_shape": "step", "dclm": True}),
+                        lambda: healthy(), expect=Expectations(bos_shape="step", dclm=True)),
         NegativeControl("bos_before_induction", "F3", "BOS fraction >= 50% before 3 induction heads form",
                         lambda: healthy(bos_fractions=(0.0, 0.5, 0.5625, 0.625, 0.6875, 0.75, 0.75),
                                         induction_sets=((), (), (), (A, B, C), (A, B, C), (A, B, C), (A, B, C)))),

@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import pytest
 
-from claims.check import check_verdict, report
-from claims.judge import judge_causal
-from claims.synthetic import controls_for
+from headwatch.claims.check import check_verdict, report
+from headwatch.claims.judge import judge_causal
+from headwatch.claims.synthetic import Ablations, controls_for, healthy
+from headwatch.claims.verdict import Status
 
 
 def test_causal_ablation_of_induction_circuit(request, record_property, model_entry, model_records):
     verdict = judge_causal(model_records)
-    report(record_property, "causal_top1", {k: verdict.get(k) for k in ("baseline_top1", "circuit_top1", "random_top1")})
-    report(record_property, "causal_random_matched_to", verdict.get("random_matched_to"))
+    d = verdict.details
+    report(record_property, "causal_top1", {"baseline_top1": d.baseline_top1, "circuit_top1": d.circuit_top1,
+                                            "random_top1": d.random_top1})
+    report(record_property, "causal_random_matched_to", d.random_matched_to)
     check_verdict(request, model_entry, "causal", verdict)
 
 
@@ -26,21 +29,17 @@ def test_causal_ablation_of_induction_circuit(request, record_property, model_en
 @pytest.mark.parametrize("control", controls_for("causal"), ids=lambda c: c.name)
 def test_negative_control_causal_fails(control):
     verdict = judge_causal(control.records())
-    assert verdict["holds"] is False, f"{control.what}: causal check judged to hold ({verdict['message']})"
+    assert verdict.status is Status.FAILS, f"{control.what}: causal check judged to hold ({verdict.message})"
 
 
 def test_negative_control_causal_needs_random_control():
     """Cutting top-1 is not enough when there is no matched-random control to beat."""
-    from claims.synthetic import Ablations, healthy
-
     verdict = judge_causal(healthy(ablations=Ablations(random=None)))
-    assert verdict["cuts_enough"] is True and verdict["holds"] is False
+    assert verdict.details.cuts_enough is True and verdict.status is Status.FAILS
 
 
 def test_negative_control_causal_empty_circuit_is_not_judged():
     """A final revision without induction heads has nothing to ablate: no verdict either way."""
-    from claims.synthetic import healthy
-
     recs = healthy(induction_sets=((),) * 7)
     verdict = judge_causal(recs)
-    assert verdict["holds"] is None and "empty" in verdict["message"]
+    assert verdict.status is Status.NOT_APPLICABLE and "empty" in verdict.message

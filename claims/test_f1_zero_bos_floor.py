@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from claims.check import check_verdict
-from claims.judge import judge_f1, judge_f1_revision
-from claims.synthetic import controls_for
+from headwatch.claims.check import check_verdict
+from headwatch.claims.judge import judge_f1, judge_f1_revision
+from headwatch.claims.synthetic import controls_for, healthy
+from headwatch.claims.verdict import Status
 
 
 def test_f1_no_bos_head_in_layers_0_1(request, model_entry, revision, revision_record):
@@ -29,16 +30,14 @@ def test_f1_no_bos_head_in_layers_0_1_at_any_revision(request, model_entry, mode
 def test_negative_control_f1_fails(control):
     records = control.records()
     verdict = judge_f1(records)
-    assert verdict["holds"] is False, f"{control.what}: F1 judged to hold ({verdict['message']})"
-    planted = {(v["revision"], h) for v in verdict["violations"] for h in v["heads"]}
+    assert verdict.status is Status.FAILS, f"{control.what}: F1 judged to hold ({verdict.message})"
+    planted = {(v.revision, h) for v in verdict.details.violations for h in v.heads}
     assert len(planted) == 1, f"expected exactly the planted head, got {planted}"
-    bad = [r for r in records if not judge_f1_revision(r)["holds"]]
-    assert [r.revision for r in bad] == [v["revision"] for v in verdict["violations"]]
-    assert "L0_H1" in verdict["message"] or "L1_H3" in verdict["message"], verdict["message"]
+    bad = [r for r in records if judge_f1_revision(r).status is Status.FAILS]
+    assert [r.revision for r in bad] == [v.revision for v in verdict.details.violations]
+    assert "L0_H1" in verdict.message or "L1_H3" in verdict.message, verdict.message
 
 
 def test_negative_control_f1_bos_head_in_layer_2_is_allowed():
     """The floor is about layers 0 and 1 only: a BOS head in layer 2 is not a violation."""
-    from claims.synthetic import healthy
-
-    assert judge_f1(healthy(extra_bos={2: ("L2_H0",)}))["holds"] is True
+    assert judge_f1(healthy(extra_bos={2: ("L2_H0",)})).status is Status.HOLDS

@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import pytest
 
-from claims.check import check_verdict, expectations_of, report
-from claims.judge import judge_f2
-from claims.synthetic import controls_for, healthy
+from headwatch.claims.check import check_verdict, report
+from headwatch.claims.judge import judge_f2
+from headwatch.claims.synthetic import controls_for, healthy
+from headwatch.claims.verdict import Status
+from headwatch.spec import Expectations
 
 
 def test_f2_bos_fraction_shape(request, record_property, model_entry, model_records):
-    verdict = judge_f2(model_records, expectations_of(model_entry))
-    report(record_property, "F2_bos_fraction_pct", verdict["series_pct"])
-    report(record_property, "F2_largest_rise", f"{verdict['largest_rise_points']} of {verdict['total_rise_points']} points")
+    verdict = judge_f2(model_records, model_entry.expect)
+    report(record_property, "F2_bos_fraction_pct", dict(verdict.details.series_pct))
+    report(record_property, "F2_largest_rise",
+           f"{verdict.details.largest_rise_points} of {verdict.details.total_rise_points} points")
     check_verdict(request, model_entry, "F2", verdict)
 
 
@@ -24,12 +27,12 @@ def test_f2_bos_fraction_shape(request, record_property, model_entry, model_reco
 @pytest.mark.parametrize("control", controls_for("F2"), ids=lambda c: c.name)
 def test_negative_control_f2_fails(control):
     verdict = judge_f2(control.records(), control.expect)
-    assert verdict["holds"] is False, f"{control.what}: F2 judged to hold ({verdict['message']})"
-    assert verdict["shape"] != control.expect["bos_shape"]
-    assert "points" in verdict["message"]
+    assert verdict.status is Status.FAILS, f"{control.what}: F2 judged to hold ({verdict.message})"
+    assert verdict.details.shape != control.expect.bos_shape
+    assert "points" in verdict.message
 
 
 def test_negative_control_f2_no_declared_shape_is_not_judged():
     """Without an expected shape in the panel, F2 reports the shape but gives no verdict."""
-    verdict = judge_f2(healthy(), {})
-    assert verdict["holds"] is None and verdict["shape"] == "ramp"
+    verdict = judge_f2(healthy(), Expectations())
+    assert verdict.status is Status.NOT_APPLICABLE and verdict.details.shape == "ramp"

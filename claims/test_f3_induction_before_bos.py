@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import pytest
 
-from claims.check import check_verdict, expectations_of, report
-from claims.judge import judge_f3
-from claims.synthetic import controls_for, healthy
+from headwatch.claims.check import check_verdict, report
+from headwatch.claims.judge import judge_f3
+from headwatch.claims.synthetic import controls_for, healthy
+from headwatch.claims.verdict import Status
+from headwatch.spec import Expectations
 
 
 def test_f3_induction_precedes_bos(request, record_property, model_entry, model_records):
-    verdict = judge_f3(model_records, expectations_of(model_entry))
-    report(record_property, "F3_ratio", verdict["ratio"])
+    verdict = judge_f3(model_records, model_entry.expect)
+    report(record_property, "F3_ratio", verdict.details.ratio)
     report(record_property, "F3_sensitivity_milestone_heads",
-           {k: v["ratio"] for k, v in verdict["sensitivity_milestone_heads"].items()})
+           {k: v.ratio for k, v in verdict.details.sensitivity_milestone_heads.items()})
     check_verdict(request, model_entry, "F3", verdict)
 
 
@@ -27,11 +29,11 @@ def test_f3_induction_precedes_bos(request, record_property, model_entry, model_
 @pytest.mark.parametrize("control", controls_for("F3"), ids=lambda c: c.name)
 def test_negative_control_f3_fails(control):
     verdict = judge_f3(control.records(), control.expect)
-    assert verdict["holds"] is False, f"{control.what}: F3 judged to hold ({verdict['message']})"
-    assert verdict["ratio"] is None or verdict["ratio"] < verdict["min_ratio"]
+    assert verdict.status is Status.FAILS, f"{control.what}: F3 judged to hold ({verdict.message})"
+    assert verdict.details.ratio is None or verdict.details.ratio < verdict.details.min_ratio
 
 
 def test_negative_control_f3_not_applicable_without_dclm():
     """F3 is a DCLM claim: for a model not declared DCLM it reports the ratio but no verdict."""
-    verdict = judge_f3(healthy(), {"dclm": False})
-    assert verdict["holds"] is None and verdict["ratio"] == pytest.approx(20.0)
+    verdict = judge_f3(healthy(), Expectations(dclm=False))
+    assert verdict.status is Status.NOT_APPLICABLE and verdict.details.ratio == pytest.approx(20.0)

@@ -7,15 +7,16 @@ from __future__ import annotations
 
 import pytest
 
-from claims.check import check_verdict, expectations_of, report, total_tokens_of
-from claims.judge import judge_f4
-from claims.synthetic import controls_for
+from headwatch.claims.check import check_verdict, report
+from headwatch.claims.judge import judge_f4
+from headwatch.claims.synthetic import controls_for
+from headwatch.claims.verdict import Status
 
 
 def test_f4_screen_converges_early(request, record_property, model_entry, model_records):
-    verdict = judge_f4(model_records, expectations_of(model_entry), total_tokens_of(model_entry))
-    report(record_property, "F4_computed", verdict["computed"])
-    report(record_property, "F4_paper_table", verdict["paper_table"])
+    verdict = judge_f4(model_records, model_entry.expect, model_entry.total_tokens)
+    report(record_property, "F4_computed", verdict.details.computed)
+    report(record_property, "F4_paper_table", verdict.details.paper_table)
     check_verdict(request, model_entry, "F4", verdict)
 
 
@@ -25,5 +26,5 @@ def test_f4_screen_converges_early(request, record_property, model_entry, model_
 @pytest.mark.parametrize("control", controls_for("F4"), ids=lambda c: c.name)
 def test_negative_control_f4_fails(control):
     verdict = judge_f4(control.records(), control.expect)
-    assert verdict["holds"] is False, f"{control.what}: F4 judged to hold ({verdict['message']})"
-    assert verdict["computed"]["fraction_of_total"] == pytest.approx(1.0)
+    assert verdict.status is Status.FAILS, f"{control.what}: F4 judged to hold ({verdict.message})"
+    assert verdict.details.computed.fraction_of_total == pytest.approx(1.0)

@@ -8,17 +8,18 @@ from __future__ import annotations
 
 import pytest
 
-from claims.check import check_verdict, report
-from claims.judge import judge_f5
-from claims.synthetic import controls_for
+from headwatch.claims.check import check_verdict, report
+from headwatch.claims.judge import judge_f5
+from headwatch.claims.synthetic import controls_for, healthy
+from headwatch.claims.verdict import Status
 
 
 def test_f5_pr_elevated_before_crossing(request, record_property, model_entry, model_records):
     verdict = judge_f5(model_records)
-    report(record_property, "F5_heads", [(h["head"], (h["elevated"] or {}).get("revision"),
-                                          (h["crossed"] or {}).get("revision"), h["lead"]) for h in verdict["heads"]])
+    report(record_property, "F5_heads", [(h.head, h.elevated and h.elevated.revision, h.crossed and h.crossed.revision,
+                                          h.lead) for h in verdict.details.heads])
     report(record_property, "F5_sensitivity_fraction",
-           {f: f"{s['passing']}/{s['heads']}" for f, s in verdict["sensitivity"].items()})
+           {f: f"{s.passing}/{s.heads}" for f, s in verdict.details.sensitivity.items()})
     check_verdict(request, model_entry, "F5", verdict)
 
 
@@ -28,13 +29,11 @@ def test_f5_pr_elevated_before_crossing(request, record_property, model_entry, m
 @pytest.mark.parametrize("control", controls_for("F5"), ids=lambda c: c.name)
 def test_negative_control_f5_fails(control):
     verdict = judge_f5(control.records())
-    assert verdict["holds"] is False, f"{control.what}: F5 judged to hold ({verdict['message']})"
-    assert len(verdict["failing"]) == 1, verdict["failing"]
-    assert verdict["failing"][0] in verdict["message"]
+    assert verdict.status is Status.FAILS, f"{control.what}: F5 judged to hold ({verdict.message})"
+    assert len(verdict.details.failing) == 1, verdict.details.failing
+    assert verdict.details.failing[0] in verdict.message
 
 
 def test_negative_control_f5_without_pr_is_not_judged():
-    from claims.synthetic import healthy
-
     verdict = judge_f5(healthy(with_pr=False))
-    assert verdict["holds"] is None and "no per-head PR" in verdict["message"]
+    assert verdict.status is Status.NOT_APPLICABLE and "no per-head PR" in verdict.message

@@ -1,27 +1,20 @@
-"""Trajectory quantities of SPEC section 5: plain functions over a model's measurement records.
+"""Trajectory quantities of docs/SPEC.md §5: plain functions over a model's measurement records.
 
 Every function takes the records of ONE model (any order; they are sorted by tokens seen here) and
 returns a small typed result. Head sets come from :mod:`probes.selectivity`, never recomputed here.
 Nothing in this module knows which model is which or what the paper found: expectations live in
-the panel files and verdicts in :mod:`claims.judge`.
+the panel files and verdicts in :mod:`headwatch.claims.judge`; every default is :data:`headwatch.spec.SPEC`'s.
 """
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from probes.record import MeasurementRecord, parse_head_key
-from probes.selectivity import bos_fraction, bos_heads, induction_circuit
+from headwatch.probes.participation import is_elevated
+from headwatch.probes.record import MeasurementRecord, parse_head_key
+from headwatch.probes.selectivity import bos_fraction, bos_heads, induction_circuit
+from headwatch.spec import SPEC
 
-#: SPEC defaults; every one is a parameter of the functions below.
-INDUCTION_THRESHOLD = 50.0
-BOS_THRESHOLD = 30.0
-INDUCTION_MIN_HEADS = 3
-BOS_LEVEL = 0.5
-STEP_SHARE = 0.5
-RECALL_LEVEL = 2 / 3
-PR_ELEVATION_FRACTION = 0.1
-ABLATION_MAX_SHARE = 0.25
 
 
 def by_tokens(records: Iterable[MeasurementRecord]) -> list[MeasurementRecord]:
@@ -65,7 +58,7 @@ def tokens_per_revision(records: Sequence[MeasurementRecord]) -> list[RevisionPo
 
 
 def early_layer_bos_heads(
-    record: MeasurementRecord, layers: Iterable[int] = (0, 1), threshold: float = BOS_THRESHOLD
+    record: MeasurementRecord, layers: Iterable[int] = SPEC.f1_layers, threshold: float = SPEC.bos
 ) -> list[str]:
     """BOS heads (first-token selectivity >= threshold) that sit in ``layers``."""
     wanted = set(layers)
@@ -93,8 +86,8 @@ class Milestone:
 
 def t_induction(
     records: Sequence[MeasurementRecord],
-    min_heads: int = INDUCTION_MIN_HEADS,
-    threshold: float = INDUCTION_THRESHOLD,
+    min_heads: int = SPEC.induction_min_heads,
+    threshold: float = SPEC.induction,
 ) -> Milestone:
     """First revision with at least ``min_heads`` heads at induction selectivity >= threshold."""
     for p, r in zip(tokens_per_revision(records), by_tokens(records)):
@@ -103,13 +96,13 @@ def t_induction(
     return Milestone(f">= {min_heads} heads at induction >= {threshold:g}", None)
 
 
-def bos_fraction_series(records: Sequence[MeasurementRecord], threshold: float = BOS_THRESHOLD) -> list[float]:
+def bos_fraction_series(records: Sequence[MeasurementRecord], threshold: float = SPEC.bos) -> list[float]:
     """BOS fraction (share of all heads with first-token selectivity >= threshold) per revision."""
     return [bos_fraction(r.all_head_selectivity, threshold) for r in by_tokens(records)]
 
 
 def t_bos50(
-    records: Sequence[MeasurementRecord], level: float = BOS_LEVEL, threshold: float = BOS_THRESHOLD
+    records: Sequence[MeasurementRecord], level: float = SPEC.bos_level, threshold: float = SPEC.bos
 ) -> Milestone:
     """First revision whose BOS fraction is at least ``level``."""
     for p, f in zip(tokens_per_revision(records), bos_fraction_series(records, threshold)):
@@ -129,12 +122,12 @@ class SeparationResult:
 
 def induction_bos_separation(
     records: Sequence[MeasurementRecord],
-    min_heads: int = INDUCTION_MIN_HEADS,
-    induction_threshold: float = INDUCTION_THRESHOLD,
-    bos_level: float = BOS_LEVEL,
-    bos_threshold: float = BOS_THRESHOLD,
+    min_heads: int = SPEC.induction_min_heads,
+    induction_threshold: float = SPEC.induction,
+    bos_level: float = SPEC.bos_level,
+    bos_threshold: float = SPEC.bos,
 ) -> SeparationResult:
-    """Both milestones and their ratio in tokens (SPEC 5, F3)."""
+    """Both milestones and their ratio in tokens (docs/SPEC.md §5, F3)."""
     ind = t_induction(records, min_heads, induction_threshold)
     bos = t_bos50(records, bos_level, bos_threshold)
     ratio = None
@@ -160,7 +153,7 @@ class ShapeResult:
     share: float | None
 
 
-def series_shape(values: Sequence[float], step_share: float = STEP_SHARE) -> ShapeResult:
+def series_shape(values: Sequence[float], step_share: float = SPEC.step_share) -> ShapeResult:
     """"step" if the largest adjacent rise is >= ``step_share`` of (final - first), else "ramp"."""
     if not values:
         raise ValueError("an empty series has no shape")
@@ -176,9 +169,9 @@ def series_shape(values: Sequence[float], step_share: float = STEP_SHARE) -> Sha
 
 
 def bos_shape(
-    records: Sequence[MeasurementRecord], step_share: float = STEP_SHARE, threshold: float = BOS_THRESHOLD
+    records: Sequence[MeasurementRecord], step_share: float = SPEC.step_share, threshold: float = SPEC.bos
 ) -> ShapeResult:
-    """Shape of the BOS-fraction series (SPEC 5, F2)."""
+    """Shape of the BOS-fraction series (docs/SPEC.md §5, F2)."""
     return series_shape(bos_fraction_series(records, threshold), step_share)
 
 
@@ -196,7 +189,7 @@ class RecallPoint:
 
 
 def recall_series(
-    records: Sequence[MeasurementRecord], threshold: float = INDUCTION_THRESHOLD
+    records: Sequence[MeasurementRecord], threshold: float = SPEC.induction
 ) -> tuple[frozenset[str], list[RecallPoint]]:
     """The final induction circuit and |C_r ∩ C_final| / |C_final| at every revision.
 
@@ -230,8 +223,8 @@ class ConvergenceResult:
 
 def first_recall_at_least(
     records: Sequence[MeasurementRecord],
-    level: float = RECALL_LEVEL,
-    threshold: float = INDUCTION_THRESHOLD,
+    level: float = SPEC.recall_level,
+    threshold: float = SPEC.induction,
     total_tokens: float | None = None,
 ) -> ConvergenceResult:
     """Earliest revision with recall >= level; ``total_tokens`` defaults to the last revision's."""
@@ -244,11 +237,6 @@ def first_recall_at_least(
 
 
 # ---- F5: PR elevation precedes the selectivity crossing ----------------------------------------
-
-
-def pr_elevated(pr: float, d_head: int, fraction: float = PR_ELEVATION_FRACTION) -> bool:
-    """PR - 1 >= fraction * (d_head - 1): the head's output uses at least that share of its dims."""
-    return pr - 1.0 >= fraction * (d_head - 1)
 
 
 @dataclass(frozen=True)
@@ -281,8 +269,8 @@ class HeadLead:
 def head_lead(
     records: Sequence[MeasurementRecord],
     head: str,
-    fraction: float = PR_ELEVATION_FRACTION,
-    threshold: float = INDUCTION_THRESHOLD,
+    fraction: float = SPEC.pr_elevation_fraction,
+    threshold: float = SPEC.induction,
 ) -> HeadLead:
     """Elevation and crossing revisions of one head; every record needs ``pr`` and ``d_head``."""
     recs = by_tokens(records)
@@ -294,7 +282,7 @@ def head_lead(
     points = tokens_per_revision(recs)
     prs = tuple(float(r.pr[head]) for r in recs)  # type: ignore[index]
     sels = tuple(float(r.all_head_selectivity[head]["induction"]) for r in recs)
-    elevated = next((p for p, r, v in zip(points, recs, prs) if pr_elevated(v, r.d_head, fraction)), None)
+    elevated = next((p for p, r, v in zip(points, recs, prs) if is_elevated(v, r.d_head, fraction)), None)
     crossed = next((p for p, s in zip(points, sels) if s >= threshold), None)
     return HeadLead(head, elevated, crossed, prs, sels)
 
@@ -319,8 +307,8 @@ def has_pr(records: Sequence[MeasurementRecord]) -> bool:
 
 def pr_lead(
     records: Sequence[MeasurementRecord],
-    fraction: float = PR_ELEVATION_FRACTION,
-    threshold: float = INDUCTION_THRESHOLD,
+    fraction: float = SPEC.pr_elevation_fraction,
+    threshold: float = SPEC.induction,
 ) -> PrLeadResult:
     """F5 for every head of the final induction circuit."""
     recs = by_tokens(records)
@@ -360,7 +348,7 @@ class AblationVerdict:
         return self.cuts_enough and self.beats_random
 
 
-def ablation_verdict(record: MeasurementRecord, max_share: float = ABLATION_MAX_SHARE) -> AblationVerdict | None:
+def ablation_verdict(record: MeasurementRecord, max_share: float = SPEC.ablation_max_share) -> AblationVerdict | None:
     """The causal check on a record with ``task`` and an ``induction_circuit`` ablation, else None."""
     circuit = record.ablation("induction_circuit")
     if record.task is None or circuit is None:

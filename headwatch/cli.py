@@ -1,28 +1,59 @@
 """``headwatch`` command line: one subcommand per job, each owned by the module that does it.
 
-Each owning module exposes ``add_arguments(parser)`` and ``run(args) -> int``; this file only
-wires them, so adding a subcommand touches one line here.
+Each owning module exposes ``add_arguments(parser)`` and ``run(args) -> int``; this file only wires
+them, so adding a subcommand touches one line here. Only the chosen subcommand's module is
+imported, and those modules import torch and transformers inside ``run``, so ``headwatch --help``
+and ``--version`` answer at once.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import sys
+
+from headwatch import __version__
 
 #: subcommand -> (module, one-line help). "organisms" takes a further verb (train).
 SUBCOMMANDS = {
     "measure": ("headwatch.measure_cli", "probe one checkpoint and write its measurement record (JSON)"),
-    "organisms": ("fixtures.organisms.cli", "train the tiny model organisms into the local Hub cache"),
-    "judge": ("claims.judge_cli", "judge claims F1-F5 and the causal check; print and write verdicts"),
-    "report": ("claims.report_cli", "build the figures and a CSV/JSON summary from cached measurements"),
+    "organisms": ("headwatch.fixtures.organisms.cli", "train the tiny model organisms into the local Hub cache"),
+    "judge": ("headwatch.claims.judge_cli", "judge claims F1-F5 and the causal check; print and write verdicts"),
+    "report": ("headwatch.claims.report_cli", "build the figures and a CSV/JSON summary from cached measurements"),
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="headwatch", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+class HelpFormatter(argparse.HelpFormatter):
+    """Shows every option's default: appends ``(default: X)`` where the help text does not say it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "default" in text or action.default is argparse.SUPPRESS or not action.option_strings:
+            return text
+        if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
+            return f"{text} (default: {'on' if action.default else 'off'})"
+        if action.default is None or isinstance(action, (argparse._HelpAction, argparse._VersionAction)):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; only ``command``'s module is imported and wired (None: none, for ``--help``)."""
+    parser = argparse.ArgumentParser(
+        prog="headwatch", formatter_class=HelpFormatter,
+        description="Hypothesis tests for when attention circuits form during training (arXiv 2606.02378). "
+                    "Run `headwatch COMMAND --help` for a command's options; the claim tests run under pytest.")
+    parser.add_argument("--version", action="version", version=f"headwatch {__version__}",
+                        help="print the version and exit")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="more log lines (-vv: debug); default: progress and results")
+    parser.add_argument("-q", "--quiet", action="count", default=0,
+                        help="fewer log lines (warnings and errors only); default: progress and results")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module_name, help_text) in SUBCOMMANDS.items():
-        p = sub.add_parser(name, help=help_text, description=help_text)
+        p = sub.add_parser(name, help=help_text, description=help_text, formatter_class=HelpFormatter)
+        if name != command:
+            continue
         try:
             module = importlib.import_module(module_name)
         except ImportError as e:  # one broken subcommand must not take the others down
@@ -38,8 +69,26 @@ def _unavailable(name: str, error: ImportError) -> int:
     return 2
 
 
+def _command(argv: list[str]) -> str | None:
+    """The subcommand named on the command line (the first word that is one; top-level options take no values)."""
+    return next((a for a in argv if a in SUBCOMMANDS), None)
+
+
+def setup_logging(verbose: int, quiet: int) -> None:
+    """headwatch's log lines on stderr, plain text: INFO by default, DEBUG with -v, WARNING with -q."""
+    level = logging.INFO - 10 * verbose + 10 * quiet
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s" if level >= logging.INFO else "%(name)s: %(message)s"))
+    root = logging.getLogger("headwatch")
+    root.handlers[:] = [handler]
+    root.setLevel(max(logging.DEBUG, min(level, logging.CRITICAL)))
+    root.propagate = False
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(_command(argv)).parse_args(argv)
+    setup_logging(args.verbose, args.quiet)
     try:
         return int(args._run(args) or 0)
     except KeyboardInterrupt:

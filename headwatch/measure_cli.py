@@ -11,28 +11,30 @@ import sys
 from dataclasses import fields
 from pathlib import Path
 
-from fixtures import loading
-from probes.measure import measure
-from probes.record import ProbeSettings
+from headwatch.fixtures import loading
+from headwatch.probes.record import ProbeSettings
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="Hub repo id (org/name) or a local folder")
     p.add_argument("--revision", help="branch, tag or commit (Hub), or DIR/<revision> (local); default: main")
     p.add_argument("--out", required=True, type=Path, help="where to write the record (JSON)")
-    p.add_argument("--tokens-seen", type=float, help="training tokens at this checkpoint, if known")
-    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default)")
-    p.add_argument("--dtype", default="float32", help="float32 (default; fp16 underflows early checkpoints), bfloat16, float16")
-    p.add_argument("--cache-dir", help="Hub cache folder (default: huggingface_hub's)")
-    p.add_argument("--n-examples", type=int, default=ProbeSettings.n_examples)
+    p.add_argument("--tokens-seen", type=float,
+                   help="training tokens at this checkpoint, recorded as is (default: unknown)")
+    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
+                   help="load and probe dtype (fp16 underflows the baseline attention of early checkpoints)")
+    p.add_argument("--cache-dir", help="Hub cache folder (default: huggingface_hub's own)")
+    p.add_argument("--n-examples", type=int, default=ProbeSettings.n_examples, help="examples in the induction batch")
     p.add_argument("--n-pr", type=int, default=ProbeSettings.n_pr, help="examples whose head outputs enter PR")
-    p.add_argument("--batch-size", type=int, default=ProbeSettings.batch_size)
-    p.add_argument("--seq-len", type=int, default=ProbeSettings.seq_len)
-    p.add_argument("--vocab-lo", type=int, default=ProbeSettings.vocab_lo)
-    p.add_argument("--vocab-hi", type=int, default=ProbeSettings.vocab_hi)
+    p.add_argument("--batch-size", type=int, default=ProbeSettings.batch_size,
+                   help="examples per forward pass (memory only: the numbers do not depend on it)")
+    p.add_argument("--seq-len", type=int, default=ProbeSettings.seq_len, help="sequence length T of the batch")
+    p.add_argument("--vocab-lo", type=int, default=ProbeSettings.vocab_lo, help="lowest token id drawn")
+    p.add_argument("--vocab-hi", type=int, default=ProbeSettings.vocab_hi, help="token ids drawn are below this")
     p.add_argument("--no-ablation", action="store_true", help="skip the three group-ablation passes")
     p.add_argument("--trust-remote-code", action="store_true",
-                   help="run the repo's own modelling code (off by default; only for repos you trust)")
+                   help="run the repo's own modelling code (only for repos you trust)")
 
 
 def settings_from_args(args: argparse.Namespace) -> ProbeSettings:
@@ -59,6 +61,8 @@ def resolve(args: argparse.Namespace) -> loading.ResolvedRevision:
 
 
 def run(args: argparse.Namespace) -> int:
+    from headwatch.probes.measure import measure  # deferred: torch and transformers
+
     settings = settings_from_args(args)
     try:
         resolved = resolve(args)

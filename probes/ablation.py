@@ -1,4 +1,4 @@
-"""Group ablation (SPEC section 4): zero chosen heads' slices of the output-projection input."""
+"""Group ablation (docs/SPEC.md §4): zero chosen heads' slices of the output-projection input."""
 from __future__ import annotations
 
 import contextlib
@@ -57,11 +57,11 @@ def matched_random_heads(circuit: Iterable[str], n_heads: int, seed: int = 123,
                          n_layers: int | None = None) -> list[str]:
     """Same layers and count per layer as ``circuit``, disjoint from it, drawn with RandomState(seed).
 
-    SPEC 4's control. Where a layer has too few heads outside the circuit (a tiny model whose
+    docs/SPEC.md §4's control. Where a layer has too few heads outside the circuit (a tiny model whose
     circuit fills a layer) and ``n_layers`` is given, the shortfall is drawn from the non-circuit
     heads of the other layers, so the control always ablates as many heads as the circuit; without
     ``n_layers`` the shortfall is left out. For the paper's models (8-16 heads a layer, 3-head
-    circuits) this never happens and the draw is exactly SPEC 4's.
+    circuits) this never happens and the draw is exactly docs/SPEC.md §4's.
     """
     rng = np.random.RandomState(seed)
     circuit = set(circuit)

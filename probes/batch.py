@@ -1,4 +1,4 @@
-"""The synthetic induction batch of SPEC section 1, bit-for-bit with the author's generator.
+"""The synthetic induction batch of docs/SPEC.md §1, bit-for-bit with the author's generator.
 
 Each example is random tokens with one planted pair ``a b`` at positions (ab, ab+1) and ``a``
 again at the last position, so a model that copies what followed the earlier ``a`` predicts ``b``.

@@ -51,7 +51,8 @@ class CaptureRecorder:
         return rows, outs
 
 
-_active: CaptureRecorder | None = None
+#: Attribute under which ``capturing`` hands each attention block of a model its recorder.
+_RECORDER_ATTR = "_headwatch_recorder"
 
 
 def _query_row_attention(module: nn.Module, query, key, attention_mask, scaling) -> torch.Tensor:
@@ -79,9 +80,10 @@ def capture_attention_forward(module, query, key, value, attention_mask, dropout
     output, _ = sdpa_attention_forward(
         module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
     )
-    if _active is not None:
+    recorder = getattr(module, _RECORDER_ATTR, None)
+    if recorder is not None:
         row = _query_row_attention(module, query, key, attention_mask, scaling)
-        _active.layers[module.layer_idx] = LayerCapture(
+        recorder.layers[module.layer_idx] = LayerCapture(
             attention_row=row, head_output=output[:, -1, :, :].detach()
         )
     return output, None
@@ -99,16 +101,18 @@ def capturing(model: nn.Module) -> Iterator[CaptureRecorder]:
     The model's attention implementation is switched to ``headwatch_capture`` and restored
     afterwards. Each new forward pass overwrites the previous pass's layers.
     """
-    global _active
     head_geometry(model)  # fail early, with the supported list, on an unknown architecture
     previous = model.config._attn_implementation
     model.set_attn_implementation(CAPTURE_IMPLEMENTATION)
     recorder = CaptureRecorder()
-    _active = recorder
+    blocks = attention_modules(model)
+    for block in blocks:  # the recorder travels with this model's blocks: no process-wide state
+        setattr(block, _RECORDER_ATTR, recorder)
     try:
         yield recorder
     finally:
-        _active = None
+        for block in blocks:
+            delattr(block, _RECORDER_ATTR)
         model.set_attn_implementation(previous)
 
 

@@ -6,6 +6,7 @@ pass each, without capture). The result is a :class:`~probes.record.MeasurementR
 from __future__ import annotations
 
 import platform
+import sys
 import time
 from collections.abc import Callable, Iterable
 
@@ -21,12 +22,8 @@ from .architectures import HeadGeometry, head_geometry
 from .batch import InductionBatch, induction_batch
 from .capture import capturing, check_finite
 from .participation import participation_ratio
-from .record import AblationResult, MeasurementRecord, ProbeSettings, TaskMetrics, head_key
+from .record import PROBE_VERSION, AblationResult, MeasurementRecord, ProbeSettings, TaskMetrics, head_key
 from .selectivity import SelectivityAccumulator, baseline_positions, induction_circuit
-
-#: Bump when a change to the probes changes measured numbers: it is part of every cache key.
-PROBE_VERSION = "2"
-
 
 class TaskAccumulator:
     """Next-token metrics at the query position against the induction target b."""
@@ -149,7 +146,7 @@ def measure(
     circuit_passes = 3 if settings.ablation else 0
     bar = tqdm(
         total=len(batch) * (1 + circuit_passes), desc=f"{model_name}@{revision}", unit="ex",
-        disable=not progress, leave=False,
+        disable=not progress or not sys.stderr.isatty(), leave=False,  # no cursor escapes in logs
     )
     try:
         table, pr, task, n_valid = screen(model, batch, settings, geometry, bar.update)

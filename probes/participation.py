@@ -1,4 +1,4 @@
-"""Participation ratio of a head's outputs (SPEC section 3).
+"""Participation ratio of a head's outputs (docs/SPEC.md §3).
 
 PR = exp(entropy of the normalised squared singular values): 1 when the outputs lie on one line,
 k when they spread evenly over k directions. The matrix is not mean-centred (author's choice).
@@ -6,6 +6,8 @@ k when they spread evenly over k directions. The matrix is not mean-centred (aut
 from __future__ import annotations
 
 import torch
+
+from headwatch.spec import SPEC
 
 #: Floors from the author's definition: keep log and division finite for all-zero outputs.
 _SUM_FLOOR = 1e-12
@@ -27,6 +29,7 @@ def participation_ratio(outputs: torch.Tensor) -> torch.Tensor:
     return torch.exp(entropy)
 
 
-def is_elevated(pr: float, d_head: int, fraction: float = 0.1) -> bool:
-    """SPEC 3's "elevated PR": the head uses at least ``fraction`` of its dimensions beyond one."""
+def is_elevated(pr: float, d_head: int, fraction: float = SPEC.pr_elevation_fraction) -> bool:
+    """"Elevated PR" (docs/SPEC.md §3): PR - 1 >= fraction x (d_head - 1), i.e. the head's output uses
+    at least ``fraction`` of its dimensions beyond one. The one definition (F5, figures, reports)."""
     return pr - 1.0 >= fraction * (d_head - 1)

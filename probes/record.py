@@ -13,7 +13,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from headwatch.spec import SPEC
+
 SCHEMA = "headwatch.measurement/1"
+
+#: Bump when a change to the probes changes measured numbers: it is part of every cache key (as
+#: ``v<N>``). It lives here, beside the record, so that reading the cache imports no torch.
+PROBE_VERSION = "2"
 
 #: The six head classes of the selectivity screen, in the author's spelling.
 HEAD_CLASSES: tuple[str, ...] = (
@@ -45,7 +51,7 @@ def parse_head_key(key: str) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class ProbeSettings:
-    """Everything that determines a probe run's numbers (SPEC sections 1-4).
+    """Everything that determines a probe run's numbers (docs/SPEC.md §1-§4).
 
     Defaults are the paper's: 2000 examples of length 256 over token ids [100, 10000), seed 42.
     """
@@ -61,11 +67,12 @@ class ProbeSettings:
     dtype: str = "float32"
     baseline_positions: int = 50
     baseline_seed: int = 0
-    label_threshold: float = 30.0
-    induction_threshold: float = 50.0
-    previous_token_threshold: float = 100.0
-    bos_threshold: float = 30.0
-    #: Run the group ablations of SPEC 4 (final revisions need them; early ones may skip).
+    #: The SPEC's thresholds (headwatch.spec, which says why they are recorded here too).
+    label_threshold: float = SPEC.label
+    induction_threshold: float = SPEC.induction
+    previous_token_threshold: float = SPEC.previous_token
+    bos_threshold: float = SPEC.bos
+    #: Run the group ablations of docs/SPEC.md §4 (final revisions need them; early ones may skip).
     ablation: bool = True
     ablation_seed: int = 123
 
@@ -100,7 +107,7 @@ class MeasurementRecord:
     """One probe run of one checkpoint.
 
     ``all_head_selectivity[head][cls]`` is attention to the class target over the baseline
-    (SPEC 2); ``pr[head]`` is the participation ratio of the head's output (SPEC 3), or absent.
+    (docs/SPEC.md §2); ``pr[head]`` is the participation ratio of the head's output (docs/SPEC.md §3), or absent.
     """
 
     model: str

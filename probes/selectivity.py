@@ -1,4 +1,4 @@
-"""The six-class all-head selectivity screen (SPEC section 2).
+"""The six-class all-head selectivity screen (docs/SPEC.md §2).
 
 Two halves: :class:`SelectivityAccumulator` turns captured attention rows of the query position
 into per-head selectivities; the plain functions below (labels, circuits, BOS fraction) turn a
@@ -11,6 +11,8 @@ from collections.abc import Mapping
 
 import numpy as np
 import torch
+
+from headwatch.spec import SPEC
 
 from .record import HEAD_CLASSES, UNCLASSIFIED
 
@@ -122,7 +124,7 @@ def best_class(selectivities: Mapping[str, float]) -> tuple[str, float]:
     return best, float(selectivities[best])
 
 
-def head_labels(table: SelectivityTable, threshold: float = 30.0) -> dict[str, str]:
+def head_labels(table: SelectivityTable, threshold: float = SPEC.label) -> dict[str, str]:
     """Each head's best class if its selectivity is >= threshold, else "unclassified"."""
     labels = {}
     for head, sel in table.items():
@@ -131,12 +133,12 @@ def head_labels(table: SelectivityTable, threshold: float = 30.0) -> dict[str, s
     return labels
 
 
-def induction_circuit(table: SelectivityTable, threshold: float = 50.0) -> frozenset[str]:
+def induction_circuit(table: SelectivityTable, threshold: float = SPEC.induction) -> frozenset[str]:
     """Heads with induction selectivity >= threshold, whatever their best class."""
     return frozenset(h for h, sel in table.items() if sel["induction"] >= threshold)
 
 
-def previous_token_circuit(table: SelectivityTable, threshold: float = 100.0) -> frozenset[str]:
+def previous_token_circuit(table: SelectivityTable, threshold: float = SPEC.previous_token) -> frozenset[str]:
     """Heads whose best class is previous-token with selectivity >= threshold."""
     out = set()
     for h, sel in table.items():
@@ -146,13 +148,13 @@ def previous_token_circuit(table: SelectivityTable, threshold: float = 100.0) ->
     return frozenset(out)
 
 
-def bos_heads(table: SelectivityTable, threshold: float = 30.0) -> frozenset[str]:
+def bos_heads(table: SelectivityTable, threshold: float = SPEC.bos) -> frozenset[str]:
     """Heads with first-token (position 0) selectivity >= threshold, whatever their best class."""
     return frozenset(h for h, sel in table.items() if sel["first-token"] >= threshold)
 
 
-def bos_fraction(table: SelectivityTable, threshold: float = 30.0) -> float:
-    """Share of all heads that are BOS heads (SPEC 2); 0.0 for an empty table is an error."""
+def bos_fraction(table: SelectivityTable, threshold: float = SPEC.bos) -> float:
+    """Share of all heads that are BOS heads (docs/SPEC.md §2); 0.0 for an empty table is an error."""
     if not table:
         raise ValueError("empty selectivity table: no heads to take a BOS fraction of")
     return len(bos_heads(table, threshold)) / len(table)

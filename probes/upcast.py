@@ -6,7 +6,7 @@ what the same model loaded in float32 computes, while only one block at a time e
 This is how OLMoE 1B-7B (13.8 GB of bfloat16, 27.7 GB in float32) is probed in float32 on a machine
 with less memory than the float32 model needs.
 
-A *block* is a decoder layer (from ``probes.architectures``) or any other module that owns
+A *block* is a decoder layer (from ``headwatch.probes.architectures``) or any other module that owns
 parameters directly and lies outside the layers (embeddings, final norm, output head). Before a
 block's forward its floating parameters are swapped for float32 copies; after it (also when it
 raises) the originals are put back, bit for bit.

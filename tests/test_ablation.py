@@ -2,9 +2,9 @@
 import pytest
 import torch
 
-from fixtures.tiny import tiny_model
-from probes.ablation import ablated, heads_by_layer, layer_heads, matched_random_heads
-from probes.architectures import head_geometry, out_proj_modules
+from headwatch.fixtures.tiny import tiny_model
+from headwatch.probes.ablation import ablated, heads_by_layer, layer_heads, matched_random_heads
+from headwatch.probes.architectures import head_geometry, out_proj_modules
 
 TOKENS = torch.randint(0, 300, (2, 30), generator=torch.Generator().manual_seed(3))
 
@@ -67,7 +67,7 @@ def test_matched_random_is_disjoint_same_layers_same_counts():
     filled = matched_random_heads(full_layer, n_heads=4, n_layers=3)
     assert len(filled) == 4 and not set(filled) & set(full_layer)
     assert all(not h.startswith("L0_") for h in filled)
-    # With room in the circuit's layers, n_layers changes nothing (SPEC 4's draw).
+    # With room in the circuit's layers, n_layers changes nothing (docs/SPEC.md §4's draw).
     assert matched_random_heads(circuit, 8, 123, n_layers=6) == random_heads
 
 

@@ -1,9 +1,9 @@
-"""The induction batch of SPEC 1: structure, determinism, and the author's draw order."""
+"""The induction batch of docs/SPEC.md §1: structure, determinism, and the author's draw order."""
 import numpy as np
 import pytest
 import torch
 
-from probes.batch import induction_batch
+from headwatch.probes.batch import induction_batch
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +35,7 @@ def test_identical_across_runs(batch):
 
 
 def _reference_first_rows(n, T=256, lo=100, hi=10000, seed=42):
-    """SPEC 1 written out independently of probes/batch.py, as plain lists."""
+    """docs/SPEC.md §1 written out independently of probes/batch.py, as plain lists."""
     rng = np.random.RandomState(seed)
     rows = []
     for _ in range(n):

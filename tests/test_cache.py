@@ -15,20 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from fixtures import cache as cache_mod
-from fixtures import loading, provider, runinfo
-from fixtures.cache import CacheKey, CacheNotWritable, CorruptEntryWarning, MeasurementCache
-from fixtures.panels import load_panel
-from probes.record import MeasurementRecord, ProbeSettings
+from headwatch.fixtures import cache as cache_mod
+from headwatch.fixtures import loading
+from headwatch.fixtures.cache import CacheKey, CacheNotWritable, CorruptEntryWarning, MeasurementCache
+from headwatch.fixtures.panels import load_panel
+from headwatch.fixtures.provider import Provider, ProviderOptions
+from headwatch.probes.record import PROBE_VERSION, MeasurementRecord, ProbeSettings
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(autouse=True)
-def own_run_info():
-    """Keep these tests' measurements out of the session's run info (and its report)."""
-    with runinfo.isolated():
-        yield
 
 
 def record(revision: str = "step1", value: float = 1.0) -> MeasurementRecord:
@@ -54,7 +48,7 @@ def test_key_covers_what_changes_numbers():
     assert key(dtype="float16").digest() != base.digest()
     assert key(batch_size=64).digest() == base.digest()  # batch size does not change numbers
     assert replace(base, probe_version=base.probe_version + "-next").digest() != base.digest()
-    assert cache_mod.probe_code_version().startswith(("v", "src-"))
+    assert cache_mod.probe_code_version() == "v" + PROBE_VERSION  # imported, never read from source text
 
 
 def test_hit_after_compute(tmp_path):
@@ -115,13 +109,13 @@ def test_cache_folder_not_writable(tmp_path):
             ro.chmod(0o700)
 
 
-def test_conftest_rejects_unwritable_cache_dir(tmp_path):
+def test_plugin_rejects_unwritable_cache_dir(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     out = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "conftest", "-p", "no:cacheprovider", "-p", "no:xdist",
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist",
          "--collect-only", "-q", "--panel", "organisms", "--cache-dir", str(blocker / "c"), str(tmp_path)],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
     )
     assert out.returncode == 4, out.stdout + out.stderr
     assert "cannot be created" in out.stderr and "--cache-dir" in out.stderr
@@ -131,17 +125,16 @@ def test_conftest_rejects_unwritable_cache_dir(tmp_path):
 
 RACE = textwrap.dedent("""
     import os, sys, time
-    sys.path.insert(0, {root!r})
-    from fixtures.cache import CacheKey, MeasurementCache
-    from probes.record import MeasurementRecord, ProbeSettings
+    from headwatch.fixtures.cache import CacheKey, MeasurementCache
+    from headwatch.probes.record import MeasurementRecord, ProbeSettings
     log, root = sys.argv[1], sys.argv[2]
     while not os.path.exists(os.path.join(root, "go")):
         time.sleep(0.01)
     def compute():
         with open(log, "a") as f:
-            f.write(f"{{os.getpid()}}\\n")
+            f.write(f"{os.getpid()}\\n")
         time.sleep(1.0)
-        return MeasurementRecord("org/m", "step1", None, 1, 1, 4, {{"L0_H0": {{"induction": float(os.getpid())}}}})
+        return MeasurementRecord("org/m", "step1", None, 1, 1, 4, {"L0_H0": {"induction": float(os.getpid())}})
     r = MeasurementCache(root).get_or_compute(CacheKey.make("org/m", "step1", "c" * 40, ProbeSettings()), compute)
     print(r.status, r.record.all_head_selectivity["L0_H0"]["induction"], r.waited)
 """)
@@ -149,7 +142,7 @@ RACE = textwrap.dedent("""
 
 def test_two_processes_compute_one_entry_once(tmp_path):
     script = tmp_path / "race.py"
-    script.write_text(RACE.format(root=str(ROOT)))
+    script.write_text(RACE)
     log = tmp_path / "log"
     procs = [subprocess.Popen([sys.executable, str(script), str(log), str(tmp_path / "c")],
                               stdout=subprocess.PIPE, text=True) for _ in range(2)]
@@ -166,10 +159,9 @@ def test_two_processes_compute_one_entry_once(tmp_path):
 
 PANEL_RUN = textwrap.dedent("""
     import sys, time
-    sys.path.insert(0, {root!r})
-    from fixtures import provider
-    from fixtures.panels import load_panel
-    from probes.measure import measure
+    from headwatch.fixtures.panels import load_panel
+    from headwatch.fixtures.provider import Provider, ProviderOptions
+    from headwatch.probes.measure import measure
     panel_file, cache_dir, log = sys.argv[1:4]
     def slow_measure(model, settings, **kw):
         with open(log, "a") as f:
@@ -177,14 +169,14 @@ PANEL_RUN = textwrap.dedent("""
         time.sleep(1.5)
         return measure(model, settings, **kw)
     pm = load_panel(panel_file).models[0]
-    opts = provider.ProviderOptions(cache_dir=cache_dir, device="cpu", progress=False, measure_fn=slow_measure)
-    records = provider.model_records(pm, opts)
+    opts = ProviderOptions(cache_dir=cache_dir, device="cpu", progress=False, measure_fn=slow_measure)
+    records = Provider(opts).model_records(pm)
     print("done", len(records))
 """)
 
 
 def test_interrupted_panel_run_resumes_with_only_the_missing_entries(tmp_path):
-    from fixtures.tiny import tiny_model
+    from headwatch.fixtures.tiny import tiny_model
 
     revisions = ["step0", "step1", "step2", "step3", "step4"]
     for i, rev in enumerate(revisions):
@@ -196,7 +188,7 @@ def test_interrupted_panel_run_resumes_with_only_the_missing_entries(tmp_path):
         "vocab_hi = 300\nn_pr = 8\n"
     )
     script = tmp_path / "run.py"
-    script.write_text(PANEL_RUN.format(root=str(ROOT)))
+    script.write_text(PANEL_RUN)
     cache_dir, log = tmp_path / "cache", tmp_path / "log"
     args = [sys.executable, str(script), str(panel_file), str(cache_dir), str(log)]
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
@@ -226,7 +218,7 @@ def test_interrupted_panel_run_resumes_with_only_the_missing_entries(tmp_path):
 
 
 def test_warm_cache_loads_no_model(tmp_path, monkeypatch):
-    from fixtures.tiny import tiny_model
+    from headwatch.fixtures.tiny import tiny_model
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     for i, rev in enumerate(["step0", "step8"]):
@@ -238,36 +230,35 @@ def test_warm_cache_loads_no_model(tmp_path, monkeypatch):
         "vocab_hi = 300\nn_pr = 8\n"
     )
     pm = load_panel(panel_file).models[0]
-    opts = provider.ProviderOptions(cache_dir=tmp_path / "c", device="cpu", progress=False)
-    provider.clear_memo()
+    opts = ProviderOptions(cache_dir=tmp_path / "c", device="cpu", progress=False)
     t0 = time.perf_counter()
-    cold = provider.model_records(pm, opts)
+    cold = Provider(opts).model_records(pm)
     cold_s = time.perf_counter() - t0
 
-    provider.clear_memo()  # a new session: nothing in memory, everything on disk
+    session = Provider(opts)  # a new session: nothing in memory, everything on disk
 
     def no_loading(*a, **k):
         raise AssertionError("a warm cache must not load a model")
 
     monkeypatch.setattr(loading, "load_checkpoint", no_loading)
     t0 = time.perf_counter()
-    warm = provider.model_records(pm, opts)
+    warm = session.model_records(pm)
     warm_s = time.perf_counter() - t0
     assert [r.to_dict() for r in warm] == [r.to_dict() for r in cold]
-    assert provider.describe_cache(opts)["hits"] == 2
+    assert session.cache_stats()["hits"] == 2
+    assert session.run.counts() == {"hit": 2}  # the session's own run info, nothing global
     print(f"cold {cold_s:.2f} s, warm {warm_s:.3f} s")
 
     # --refresh recomputes (and so would load): the flag reaches the cache
-    provider.clear_memo()
     with pytest.raises(AssertionError, match="must not load"):
-        provider.model_records(pm, replace(opts, refresh=True, refresh_since=time.time() + 1))
+        Provider(replace(opts, refresh=True, refresh_since=time.time() + 1)).model_records(pm)
 
 
 def test_offline_measurement_whose_checkpoint_is_gone(tmp_path, monkeypatch):
     """Hub cache deleted after measuring: offline, the cached measurement is used, with a warning."""
     import shutil
 
-    from fixtures.hubcache import save_tiny_revisions
+    from headwatch.fixtures.hubcache import save_tiny_revisions
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     hub = tmp_path / "hub"
@@ -279,14 +270,11 @@ def test_offline_measurement_whose_checkpoint_is_gone(tmp_path, monkeypatch):
         "vocab_lo = 16\nvocab_hi = 300\nn_pr = 8\n"
     )
     pm = load_panel(panel_file).models[0]
-    opts = provider.ProviderOptions(cache_dir=tmp_path / "c", device="cpu", progress=False)
-    provider.clear_memo()
-    measured = provider.model_records(pm, opts)
+    opts = ProviderOptions(cache_dir=tmp_path / "c", device="cpu", progress=False)
+    measured = Provider(opts).model_records(pm)
     shutil.rmtree(hub)
-    provider.clear_memo()
     with pytest.warns(UserWarning, match=r"gone@step\d: checkpoint not resolvable.*without checking its commit"):
-        again = provider.model_records(pm, opts)
+        again = Provider(opts).model_records(pm)
     assert [r.to_dict() for r in again] == [r.to_dict() for r in measured]
-    provider.clear_memo()
     with pytest.raises(loading.NotInCache, match="hf download"):  # nothing measured at these settings
-        provider.model_records(pm, replace(opts, n_examples=4))
+        Provider(replace(opts, n_examples=4)).model_records(pm)

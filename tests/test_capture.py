@@ -2,9 +2,9 @@
 import pytest
 import torch
 
-from fixtures.tiny import TINY_TYPES, tiny_model
-from probes.architectures import ARCHITECTURES, arch_spec, head_geometry, out_proj_modules
-from probes.capture import capturing, check_finite
+from headwatch.fixtures.tiny import TINY_TYPES, tiny_model
+from headwatch.probes.architectures import ARCHITECTURES, arch_spec, head_geometry, out_proj_modules
+from headwatch.probes.capture import capturing, check_finite
 
 
 @pytest.mark.parametrize("model_type", TINY_TYPES)

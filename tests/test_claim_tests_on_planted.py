@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from claims.synthetic import NEGATIVE_CONTROLS
+from headwatch.claims.synthetic import NEGATIVE_CONTROLS
 
 pytest_plugins = ["pytester"]
 
@@ -26,10 +26,11 @@ MODULE_OF = {
 }
 
 STAND_IN_CONFTEST = '''
+import dataclasses
 import types
 import pytest
-from claims import trajectory as T
-from claims.synthetic import HEALTHY_EXPECT, NEGATIVE_CONTROLS, healthy
+from headwatch.claims import trajectory as T
+from headwatch.claims.synthetic import HEALTHY_EXPECT, NEGATIVE_CONTROLS, healthy
 
 CASE = {case!r}
 XFAIL = {xfail!r}
@@ -37,7 +38,7 @@ XFAIL = {xfail!r}
 def _records():
     return healthy() if CASE == "healthy" else NEGATIVE_CONTROLS[CASE].records()
 
-EXPECT = dict(HEALTHY_EXPECT if CASE == "healthy" else NEGATIVE_CONTROLS[CASE].expect, xfail=XFAIL)
+EXPECT = dataclasses.replace(HEALTHY_EXPECT if CASE == "healthy" else NEGATIVE_CONTROLS[CASE].expect, xfail=XFAIL)
 ENTRY = types.SimpleNamespace(name="planted", id="planted", repo="planted/model", expect=EXPECT,
                               total_tokens=None)
 

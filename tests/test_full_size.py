@@ -9,11 +9,11 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from fixtures import memory
-from fixtures.random_checkpoint import write_random_checkpoint
-from fixtures.realconfigs import REAL_MODELS, real_config
-from fixtures.tiny import miniature_config
-from probes.architectures import parameter_counts
+from headwatch.fixtures import memory
+from headwatch.fixtures.random_checkpoint import write_random_checkpoint
+from headwatch.fixtures.realconfigs import REAL_MODELS, real_config
+from headwatch.fixtures.tiny import miniature_config
+from headwatch.probes.architectures import parameter_counts
 
 
 def meta_model(name: str):
@@ -67,8 +67,8 @@ def test_flop_count_of_the_benchmark_meets_the_floor_on_each_miniature():
     import importlib.util
     from pathlib import Path
 
-    from fixtures.tiny import MINIATURES, miniature_model
-    from probes.record import ProbeSettings
+    from headwatch.fixtures.tiny import MINIATURES, miniature_model
+    from headwatch.probes.record import ProbeSettings
 
     path = Path(__file__).resolve().parents[1] / "benchmarks" / "full_size.py"
     spec = importlib.util.spec_from_file_location("full_size_benchmark", path)

@@ -42,11 +42,10 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
 
-from fixtures import loading, provider, runinfo
-from fixtures.hubcache import cached_revisions, repo_folder
-from fixtures.panels import load_panel
-
-ROOT = Path(__file__).resolve().parents[1]
+from headwatch.fixtures import loading
+from headwatch.fixtures.hubcache import cached_revisions, repo_folder
+from headwatch.fixtures.panels import load_panel
+from headwatch.fixtures.provider import Provider, ProviderOptions
 
 # ---- the server ------------------------------------------------------------------------------------
 
@@ -318,7 +317,7 @@ OLMO_BRANCHES = {"step0-tokens0B": 0, "step1000-tokens2B": 1, "step2000-tokens4B
 @pytest.fixture(scope="module")
 def repos(tmp_path_factory) -> list[HubRepo]:
     """A tiny OLMo with OLMo-style branch names, a tiny GPT-NeoX, and the OLMoE miniature (bfloat16)."""
-    from fixtures.tiny import miniature_model, tiny_model
+    from headwatch.fixtures.tiny import miniature_model, tiny_model
 
     root = tmp_path_factory.mktemp("hub-repos")
     olmo = {}
@@ -364,10 +363,7 @@ def endpoint(server, monkeypatch):
     point_client_at(monkeypatch, server.endpoint)
     monkeypatch.setattr(hf_http, "time", SimpleNamespace(**{**{k: getattr(time, k) for k in dir(time)
                                                                   if not k.startswith("_")}, "sleep": lambda s: None}))
-    provider.clear_memo()
-    with runinfo.isolated():
-        yield server
-    provider.clear_memo()
+    yield server
 
 
 def hub_panel(tmp_path: Path, hub_cache: Path, repo: str, revisions: list[str], probe: str = TINY_PROBE) -> Path:
@@ -378,8 +374,9 @@ def hub_panel(tmp_path: Path, hub_cache: Path, repo: str, revisions: list[str], 
     return path
 
 
-def options(tmp_path: Path, **kw) -> provider.ProviderOptions:
-    return provider.ProviderOptions(cache_dir=tmp_path / "hw-cache", device="cpu", progress=False, **kw)
+def session(tmp_path: Path, **kw) -> Provider:
+    """A session of its own (its memos and run info start empty), on the CPU, caching in ``tmp_path``."""
+    return Provider(ProviderOptions(cache_dir=tmp_path / "hw-cache", device="cpu", progress=False, **kw))
 
 
 # ---- the protocol, with the real client ------------------------------------------------------------
@@ -413,7 +410,7 @@ def test_panel_resolves_branch_names_lists_once_and_loads_by_commit(endpoint, re
     hub_cache = tmp_path / "hub"
     revisions = ["step0-tokens0B", "step1000-tokens2B", "step2000-tokens4B"]
     pm = load_panel(hub_panel(tmp_path, hub_cache, "test-org/olmo-tiny", revisions)).models[0]
-    records = provider.model_records(pm, options(tmp_path))
+    records = session(tmp_path).model_records(pm)
     commits = repos[0].branches
     assert [r.revision for r in records] == revisions
     assert [r.tokens_seen for r in records] == [0, 2e9, 4e9]
@@ -430,7 +427,7 @@ def test_full_size_shaped_repo_over_http(endpoint, repos, tmp_path):
     """The OLMoE miniature (64 experts, bfloat16 on the 'Hub') downloads, loads in float32 and measures."""
     pm = load_panel(hub_panel(tmp_path, tmp_path / "hub", "test-org/olmoe-mini", ["step5000-tokens20B"],
                               TINY_PROBE.replace("vocab_hi = 300", "vocab_hi = 10000"))).models[0]
-    (record,) = provider.model_records(pm, options(tmp_path))
+    (record,) = session(tmp_path).model_records(pm)
     assert record.provenance["dtype"] == "float32" and record.n_heads == 4 and record.tokens_seen == 20e9
     assert record.provenance["commit"] == repos[2].branches["step5000-tokens20B"]
 
@@ -439,7 +436,7 @@ def test_missing_revision_names_the_closest_branches_before_any_download(endpoin
     pm = load_panel(hub_panel(tmp_path, tmp_path / "hub", "test-org/olmo-tiny",
                               ["step0-tokens0B", "step1000-tokens3B"])).models[0]
     with pytest.raises(loading.RevisionNotFound) as e:
-        provider.model_records(pm, options(tmp_path))
+        session(tmp_path).model_records(pm)
     msg = str(e.value)
     assert "no revision 'step1000-tokens3B' in the Hub" in msg and "closest existing: step1000-tokens2B" in msg
     assert not endpoint.requests(None, "/resolve/step1000-tokens3B")
@@ -527,7 +524,7 @@ def test_download_killed_halfway_is_fetched_again_whole(endpoint, repos, tmp_pat
 
 def test_server_going_away_mid_panel(endpoint, repos, tmp_path, monkeypatch):
     """What was measured stays (in the cache, reused next time); the rest fails with a clear message."""
-    from probes.measure import measure
+    from headwatch.probes.measure import measure
 
     hub_cache = tmp_path / "hub"
     revisions = ["step0-tokens0B", "step1000-tokens2B", "step2000-tokens4B"]
@@ -541,7 +538,7 @@ def test_server_going_away_mid_panel(endpoint, repos, tmp_path, monkeypatch):
         return rec
 
     with pytest.raises(loading.LoadingError) as e:
-        provider.model_records(pm, options(tmp_path, measure_fn=measure_then_stop))
+        session(tmp_path, measure_fn=measure_then_stop).model_records(pm)
     msg = str(e.value)
     assert measured == ["step0-tokens0B"]
     assert "step1000-tokens2B" in msg and f"the Hub at {endpoint.endpoint} did not answer" in msg
@@ -549,21 +546,20 @@ def test_server_going_away_mid_panel(endpoint, repos, tmp_path, monkeypatch):
 
     # a new run while the Hub is still away: the measured revision comes from the cache, with a
     # warning that its commit was not re-checked; the next one fails the same clear way
-    provider.clear_memo()
+    rerun = session(tmp_path)
     with pytest.warns(UserWarning, match="using the cached measurement without checking its commit"):
-        first = provider.revision_record(pm, "step0-tokens0B", options(tmp_path))
+        first = rerun.revision_record(pm, "step0-tokens0B")
     assert first.provenance["commit"] == repos[0].branches["step0-tokens0B"]
     with pytest.raises(loading.LoadingError, match="did not answer"):
-        provider.revision_record(pm, "step1000-tokens2B", options(tmp_path))
+        rerun.revision_record(pm, "step1000-tokens2B")
 
     # the Hub is back (another address): the measured revision is a cache hit, the rest is measured
     with HubServer(repos) as back:
         point_client_at(monkeypatch, back.endpoint)
-        provider.clear_memo()
-        with runinfo.isolated() as info:
-            records = provider.model_records(pm, options(tmp_path))
+        later = session(tmp_path)
+        records = later.model_records(pm)
         assert [r.revision for r in records] == revisions
-        statuses = {e.revision: e.status for e in info.entries}
+        statuses = {e.revision: e.status for e in later.run.entries}
         assert statuses["step0-tokens0B"] == "hit" and statuses["step1000-tokens2B"] != "hit"
         assert not back.requests(None, repos[0].branches["step0-tokens0B"] + "/model.safetensors")
 
@@ -585,22 +581,21 @@ def test_rate_limited_listing_fails_clearly_and_file_listing_waits(endpoint, tmp
 
 CHILD_PANEL = """
 import json, sys, time
-from fixtures import provider, runinfo
-from fixtures.panels import load_panel
+from headwatch.fixtures.panels import load_panel
+from headwatch.fixtures.provider import Provider, ProviderOptions
 panel, cache, refresh = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
 pm = load_panel(panel).models[0]
-opts = provider.ProviderOptions(cache_dir=cache, device="cpu", progress=False, refresh=refresh,
-                                refresh_since=time.time() if refresh else None)
-with runinfo.isolated() as info:
-    records = provider.model_records(pm, opts)
-print(json.dumps({"statuses": [e.status for e in info.entries],
+session = Provider(ProviderOptions(cache_dir=cache, device="cpu", progress=False, refresh=refresh,
+                                   refresh_since=time.time() if refresh else None))
+records = session.model_records(pm)
+print(json.dumps({"statuses": [e.status for e in session.run.entries],
                   "records": [r.to_dict() for r in records]}))
 """
 
 
 def run_child(panel: Path, cache: Path, env: dict, refresh: bool = False) -> dict:
     out = subprocess.run([sys.executable, "-c", CHILD_PANEL, str(panel), str(cache), "1" if refresh else "0"],
-                         env={**os.environ, "HF_HUB_DISABLE_PROGRESS_BARS": "1", **env}, cwd=ROOT,
+                         env={**os.environ, "HF_HUB_DISABLE_PROGRESS_BARS": "1", **env}, cwd=panel.parent,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])

@@ -6,10 +6,10 @@ import dataclasses
 import pytest
 import torch
 
-from fixtures.hubcache import cached_revisions
-from fixtures.organisms import FAMILIES, ORGANISMS
-from fixtures.organisms.invariant import DENSE_EXPERTS, ComposedLayerNorm, compose_layer_norms
-from fixtures.organisms.train import repo_id, train
+from headwatch.fixtures.hubcache import cached_revisions
+from headwatch.fixtures.organisms import FAMILIES, ORGANISMS
+from headwatch.fixtures.organisms.invariant import DENSE_EXPERTS, ComposedLayerNorm, compose_layer_norms
+from headwatch.fixtures.organisms.train import repo_id, train
 
 
 def tiny_olmoe(kernel: str) -> torch.nn.Module:

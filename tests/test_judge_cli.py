@@ -6,10 +6,18 @@ import json
 
 import pytest
 
-from claims import judge_cli
-from claims.judge import CLAIMS, judge_model
-from claims.synthetic import NEGATIVE_CONTROLS, healthy
-from fixtures.reference import PUBLISHED_DIR, load_published, write_records
+from headwatch.claims import judge_cli
+from headwatch.claims.judge import CLAIMS, judge_model
+from headwatch.claims.synthetic import NEGATIVE_CONTROLS, healthy
+from headwatch.claims.verdict import Verdict
+from headwatch.fixtures.reference import PUBLISHED_DIR, load_published, model_slug
+
+
+def write_records(records_by_model, dest) -> None:
+    """A converted folder: ``dest/<org--name>/<revision>.json``."""
+    for model, records in records_by_model.items():
+        for r in records:
+            r.to_json(dest / model_slug(model) / f"{r.revision}.json")
 
 
 def judge(*argv: str) -> int:
@@ -25,14 +33,16 @@ def test_published_panel_verdicts_json(tmp_path, capsys):
     assert sorted(data["models"]) == ["EleutherAI/pythia-1b", "allenai/OLMo-1B-0724-hf"]
     olmo = data["models"]["allenai/OLMo-1B-0724-hf"]
     assert set(CLAIMS) <= set(olmo)
-    assert olmo["F2"]["shape"] == "step" and olmo["F3"]["ratio"] == pytest.approx(11.478, abs=1e-3)
-    assert data["models"]["EleutherAI/pythia-1b"]["F3"]["holds"] is None  # not DCLM
+    assert olmo["F2"]["details"]["shape"] == "step" and olmo["F3"]["details"]["ratio"] == pytest.approx(11.478, abs=1e-3)
+    assert olmo["F3"]["key"] == "11.5x" and olmo["F3"]["margin"] == pytest.approx(1.478, abs=1e-3)
+    assert data["models"]["EleutherAI/pythia-1b"]["F3"]["status"] == "not_applicable"  # not DCLM
     # the same judge as the tests
-    from fixtures.panels import load_panel
+    from headwatch.fixtures.panels import load_panel
 
     entry = load_panel("published").model("olmo-1b")
     direct = judge_model(load_published(entry.repo), entry.expect, entry.total_tokens)
-    assert json.loads(json.dumps(direct)) == olmo
+    assert {c: json.loads(json.dumps(v.to_dict())) for c, v in direct.items()} == olmo
+    assert {c: Verdict.from_dict(d) for c, d in olmo.items()} == direct  # one JSON form, both ways
     printed = capsys.readouterr().out
     assert "F3     holds" in printed and "264B / 23B = 11.5" in printed
 
@@ -48,8 +58,8 @@ def test_unknown_model_is_judged_without_expectations_and_failures_set_the_exit_
     out = tmp_path / "v.json"
     assert judge("--reference-dir", str(tmp_path), "--json", str(out)) == 1
     v = json.loads(out.read_text())["models"]["planted/model"]
-    assert v["F1"]["holds"] is False and v["F1"]["violations"][0]["heads"] == ["L0_H1"]
-    assert v["F2"]["holds"] is None and v["F3"]["holds"] is None  # no panel entry: no expectations
+    assert v["F1"]["status"] == "fails" and v["F1"]["details"]["violations"][0]["heads"] == ["L0_H1"]
+    assert v["F2"]["status"] == v["F3"]["status"] == "not_applicable"  # no panel entry: no expectations
     assert "FAILS" in capsys.readouterr().out
 
 
@@ -61,9 +71,11 @@ def test_healthy_planted_model_exits_zero(tmp_path):
 def test_bad_input_gives_a_clear_error(tmp_path, capsys):
     assert judge("--reference-dir", str(tmp_path / "missing")) == 2
     assert "not a folder" in capsys.readouterr().err
+    assert judge("--reference-dir", str(tmp_path)) == 2  # an empty folder
+    assert "no converted measurement records" in capsys.readouterr().err
     (tmp_path / "x_mechinterp_step1.json").write_text("{}")
-    assert judge("--reference-dir", str(tmp_path)) == 2
-    assert "missing key 'model'" in capsys.readouterr().err
+    assert judge("--reference-dir", str(tmp_path)) == 2  # the author's own format: convert it first
+    assert "tools/convert_reference.py convert" in capsys.readouterr().err
     assert judge("--panel", "no-such-panel") == 2
     assert "unknown panel" in capsys.readouterr().err
 
@@ -76,3 +88,13 @@ def test_models_filter_happens_before_anything_is_measured(tmp_path, capsys):
     assert code == 2
     assert "none of" in capsys.readouterr().err
     assert not any(tmp_path.rglob("*.json"))
+
+
+def test_json_dash_writes_the_verdicts_to_stdout(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert judge("--json", "-", "--models", "olmo-1b") == 0
+    out, err = capsys.readouterr()
+    data = json.loads(out)  # stdout is the JSON alone; the verdict lines went to stderr
+    assert list(data["models"]) == ["allenai/OLMo-1B-0724-hf"] and data["models"]["allenai/OLMo-1B-0724-hf"]["F3"]["status"] == "holds"
+    assert "F3     holds" in err
+    assert not (tmp_path / "-").exists()

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from fixtures import loading, provider, runinfo
-from fixtures.hubcache import repo_folder, save_revision, save_tiny_revisions
-from fixtures.panels import PanelError, load_panel, parse_panel
+from headwatch.fixtures import loading
+from headwatch.fixtures.provider import IdenticalWeightsWarning, Provider, ProviderOptions
+from headwatch.fixtures.hubcache import repo_folder, save_revision, save_tiny_revisions
+from headwatch.fixtures.panels import PanelError, load_panel, parse_panel
 
 TINY_PROBE = """
 [models.probe]
@@ -44,10 +45,6 @@ def offline(monkeypatch):
 
     monkeypatch.setattr(huggingface_hub.HfApi, "list_repo_refs", no_network)
     monkeypatch.setattr(huggingface_hub.HfApi, "list_repo_files", no_network)
-    provider.clear_memo()
-    with runinfo.isolated():  # keep these measurements out of the session's report
-        yield
-    provider.clear_memo()
 
 
 @pytest.fixture(scope="module")
@@ -80,8 +77,9 @@ def tiny_panel(hub: Path, tmp_path: Path, *, repos=REPOS, extra: str = "") -> st
     return str(path)
 
 
-def options(tmp_path: Path, **kw) -> provider.ProviderOptions:
-    return provider.ProviderOptions(cache_dir=tmp_path / "hw-cache", device="cpu", progress=False, **kw)
+def provider(tmp_path: Path, **kw) -> Provider:
+    """A session of its own (its memos and run info start empty)."""
+    return Provider(ProviderOptions(cache_dir=tmp_path / "hw-cache", device="cpu", progress=False, **kw))
 
 
 # ---- resolution -------------------------------------------------------------------------------
@@ -138,7 +136,7 @@ def test_local_folder_missing_revision_and_folder(tmp_path):
 
 
 def test_local_folder_panel_loads_and_measures(tmp_path):
-    from fixtures.tiny import tiny_model
+    from headwatch.fixtures.tiny import tiny_model
 
     root = tmp_path / "seed7"
     for i, rev in enumerate(["step0", "step100"]):
@@ -150,7 +148,7 @@ def test_local_folder_panel_loads_and_measures(tmp_path):
     )
     pm = load_panel(panel_file).models[0]
     assert pm.repo == str(root.resolve())  # relative to the panel file
-    records = provider.model_records(pm, options(tmp_path))
+    records = provider(tmp_path).model_records(pm)
     assert [r.revision for r in records] == ["step0", "step100"]
     assert records[1].tokens_seen == 204800
     assert records[0].provenance["identity"].startswith("files:")
@@ -161,10 +159,10 @@ def test_local_folder_panel_loads_and_measures(tmp_path):
 
 def test_tiny_hub_models_load_by_repo_and_revision_offline(hub, tmp_path):
     panel = load_panel(tiny_panel(hub, tmp_path))
-    opts = options(tmp_path)
+    session = provider(tmp_path)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        by_model = {pm.name: provider.model_records(pm, opts) for pm in panel.models}
+        by_model = {pm.name: session.model_records(pm) for pm in panel.models}
     assert set(by_model) == {"neox", "olmo", "olmoe"}
     for name, records in by_model.items():
         model_type, revisions = REPOS[f"tiny-org/{name}"]
@@ -176,8 +174,9 @@ def test_tiny_hub_models_load_by_repo_and_revision_offline(hub, tmp_path):
             assert r.n_layers == 2 and r.n_heads == 4 and len(r.all_head_selectivity) == 8
     neox = {r.revision: r.provenance["weights_hash"] for r in by_model["neox"]}
     assert neox["step10"] == neox["step20"] != neox["step0"]
-    flagged = [w for w in caught if issubclass(w.category, provider.IdenticalWeightsWarning)]
+    flagged = [w for w in caught if issubclass(w.category, IdenticalWeightsWarning)]
     assert len(flagged) == 1 and "step10, step20" in str(flagged[0].message)
+    assert [g["revisions"] for g in session.run.identical_weights] == [["step10", "step20"]]
 
 
 def test_identical_weights_helper():
@@ -185,7 +184,7 @@ def test_identical_weights_helper():
 
 
 def test_weights_hash_tracks_weights():
-    from fixtures.tiny import tiny_model
+    from headwatch.fixtures.tiny import tiny_model
 
     a, b, c = (tiny_model("gpt_neox", seed=s) for s in (0, 0, 1))
     assert loading.weights_hash(a) == loading.weights_hash(b) != loading.weights_hash(c)
@@ -212,7 +211,7 @@ def test_trust_remote_code_off_and_loader_arguments(hub, monkeypatch):
 
 
 def test_unknown_model_in_panel_is_an_error(hub, tmp_path):
-    from fixtures.panels import select
+    from headwatch.fixtures.panels import select
 
     panel = load_panel(tiny_panel(hub, tmp_path))
     with pytest.raises(PanelError, match=r"unknown model 'neoxx'.*did you mean 'neox'"):
@@ -223,7 +222,7 @@ def test_panel_revision_missing_on_the_hub_cache(hub, tmp_path):
     repos = {"tiny-org/olmo": ("olmo", {"step0": 0, "step9": 0})}
     pm = load_panel(tiny_panel(hub, tmp_path, repos=repos)).models[0]
     with pytest.raises(loading.RevisionNotFound, match=r"no revision 'step9'.*step8"):
-        provider.model_records(pm, options(tmp_path))
+        provider(tmp_path).model_records(pm)
 
 
 # ---- devices -------------------------------------------------------------------------------------

@@ -5,10 +5,10 @@ import math
 import pytest
 import torch
 
-from fixtures.tiny import tiny_model
-from probes.measure import measure, task_metrics
-from probes.batch import induction_batch
-from probes.record import HEAD_CLASSES, MeasurementRecord, ProbeSettings, parse_head_key
+from headwatch.fixtures.tiny import tiny_model
+from headwatch.probes.measure import measure, task_metrics
+from headwatch.probes.batch import induction_batch
+from headwatch.probes.record import HEAD_CLASSES, MeasurementRecord, ProbeSettings, parse_head_key
 
 SMALL = ProbeSettings(n_examples=24, seq_len=48, vocab_lo=10, vocab_hi=300, n_pr=16, batch_size=8,
                       baseline_positions=20)

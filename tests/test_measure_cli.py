@@ -3,8 +3,8 @@ import json
 
 import pytest
 
-from fixtures.hubcache import save_revision
-from fixtures.tiny import tiny_model
+from headwatch.fixtures.hubcache import save_revision
+from headwatch.fixtures.tiny import tiny_model
 from headwatch.cli import main
 
 ARGS = ["--n-examples", "8", "--seq-len", "64", "--vocab-lo", "10", "--vocab-hi", "300", "--n-pr", "8",

@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from fixtures import loading, memory, provider, runinfo
-from fixtures.panels import load_panel
-from fixtures.realconfigs import real_config
-from fixtures.tiny import miniature_config, miniature_model
-from probes.upcast import compute_layer_by_layer, upcast_blocks
+from headwatch.fixtures import loading, memory
+from headwatch.fixtures.panels import load_panel
+from headwatch.fixtures.provider import Provider, ProviderOptions
+from headwatch.fixtures.realconfigs import real_config
+from headwatch.fixtures.tiny import miniature_config, miniature_model
+from headwatch.probes.upcast import compute_layer_by_layer, upcast_blocks
 
 GiB = 1 << 30
 
@@ -99,10 +100,8 @@ def measure_olmoe(folder: Path, tmp_path: Path, cache: str):
     panel = tmp_path / "olmoe.toml"
     panel.write_text(f'[[models]]\nname = "olmoe-mini"\nrepo = "{folder}"\nsource = "local"\n'
                      f'revisions = ["step0"]\ntokens = {{ per_step = 1 }}\n{PROBE}')
-    provider.clear_memo()
-    with runinfo.isolated():
-        (record,) = provider.model_records(load_panel(panel).models[0], provider.ProviderOptions(
-            cache_dir=tmp_path / cache, device="cpu", progress=False))
+    session = Provider(ProviderOptions(cache_dir=tmp_path / cache, device="cpu", progress=False))
+    (record,) = session.model_records(load_panel(panel).models[0])
     return record
 
 

@@ -1,7 +1,7 @@
 """Config-faithful miniatures of Pythia 1B, OLMo 1B 0724 and OLMoE 1B-7B: flags, capture parity, pipeline.
 
-A miniature (``fixtures.tiny.miniature_model``) is the published config (``fixtures.realconfigs``)
-with only its sizes shrunk, so the flags that change how attention is computed (partial rotary,
+A miniature (``headwatch.fixtures.tiny.miniature_model``) is the published config
+(``headwatch.fixtures.realconfigs``) with only its sizes shrunk, so the flags that change how attention is computed (partial rotary,
 parallel residual, qkv clipping, non-parametric LayerNorm, full-width q/k norm, 64 experts top-8
 without renormalisation) are exercised by the capture path exactly as on the real models.
 """
@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from fixtures import provider, runinfo
-from fixtures.panels import load_panel
-from fixtures.realconfigs import REAL_MODELS, config_value, real_config, real_model
-from fixtures.tiny import MINIATURE_SIZES, MINIATURES, miniature_config, miniature_model
-from probes.architectures import attention_modules, head_geometry, out_proj_modules
-from probes.capture import capturing
-from probes.record import HEAD_CLASSES
+from headwatch.fixtures.panels import load_panel
+from headwatch.fixtures.provider import Provider, ProviderOptions
+from headwatch.fixtures.realconfigs import REAL_MODELS, config_value, real_config, real_model
+from headwatch.fixtures.tiny import MINIATURE_SIZES, MINIATURES, miniature_config, miniature_model
+from headwatch.probes.architectures import attention_modules, head_geometry, out_proj_modules
+from headwatch.probes.capture import capturing
+from headwatch.probes.record import HEAD_CLASSES
 
 #: The parity bound of issue 16 (fp32, on every miniature).
 PARITY_BOUND = 1e-5
@@ -189,10 +189,8 @@ def test_whole_measure_pipeline_on_each_miniature(name, miniature_folders, tmp_p
         f'revisions = ["step0"]\ntokens = {{ per_step = 1 }}\n{PROBE}'
     )
     pm = load_panel(panel).models[0]
-    provider.clear_memo()
-    with runinfo.isolated():
-        (record,) = provider.model_records(pm, provider.ProviderOptions(cache_dir=tmp_path / "c", device="cpu",
-                                                                         progress=False))
+    session = Provider(ProviderOptions(cache_dir=tmp_path / "c", device="cpu", progress=False))
+    (record,) = session.model_records(pm)
     g = head_geometry(miniature_model(name))
     assert (record.n_layers, record.n_heads, record.d_head) == (g.n_layers, g.n_heads, g.d_head)
     assert set(record.all_head_selectivity) == set(record.pr) == set(record.heads())

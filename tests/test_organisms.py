@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 
 import pytest
 import torch
 
-from fixtures.hubcache import cached_revisions, repo_folder
-from fixtures.organisms import FAMILIES, ORGANISMS, DataSpec, ensure_trained
-from fixtures.organisms import train as train_mod
-from fixtures.organisms.train import META_FILE, STATE_DIR, TrainLog, log_schedule, missing_revisions, train
+from headwatch.fixtures.hubcache import cached_revisions, repo_folder
+from headwatch.fixtures.organisms import FAMILIES, ORGANISMS, TRAIN_THREADS, DataSpec, ensure_trained, missing_jobs, runner
+from headwatch.fixtures.organisms import train as train_mod
+from headwatch.fixtures.organisms.numerics import training_env
+from headwatch.fixtures.organisms.train import META_FILE, STATE_DIR, TrainLog, log_schedule, missing_revisions, train
 
 TINY_DATA = DataSpec(seq_len=24, batch_size=4, vocab_lo=4, vocab_hi=64, span_lo=4, span_hi=10)
 
@@ -116,17 +118,112 @@ def test_other_seed_other_weights(tmp_path):
 
 
 def test_ensure_trained_trains_only_what_is_missing(tmp_path, monkeypatch):
+    """ensure_trained hands what is missing to the one runner (a child process), and nothing else."""
     organism = dataclasses.replace(ORGANISMS["olmo"], recipe=tiny("olmo"))
     monkeypatch.setitem(ORGANISMS, "olmo", organism)
-    assert ensure_trained("olmo", 0, tmp_path, progress=False) == "headwatch-organisms/olmo-seed0"
-    import fixtures.organisms as organisms
-
     calls = []
-    monkeypatch.setattr(organisms, "train", lambda *a, **k: calls.append(a))
+    monkeypatch.setattr(runner, "train_in_subprocesses", lambda jobs, **kw: calls.append((list(jobs), kw)))
+    assert ensure_trained("olmo", 0, tmp_path, progress=False) == "headwatch-organisms/olmo-seed0"
+    assert [(j.family, j.seed, j.cache_dir) for j in calls[0][0]] == [("olmo", 0, tmp_path)]
+    assert calls[0][1]["threads"] == TRAIN_THREADS
+    train(organism.recipe, seed=0, cache_dir=tmp_path, progress=False)  # now it is cached
+    calls.clear()
     ensure_trained("olmo", 0, tmp_path, progress=False)
-    assert calls == []
+    assert calls == [] and missing_jobs([("olmo", 0, tmp_path), ("olmo", 1, tmp_path)])[0].seed == 1
     with pytest.raises(ValueError, match="unknown organism"):
         ensure_trained("llama", 0, tmp_path)
+
+
+# ---- the runner: children, progress lines, the lock ------------------------------------------------
+
+FAKE_CHILD = """
+import sys, time
+from headwatch.fixtures.organisms.runner import Progress
+args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
+family, seed = args["--family"], int(args["--seed"])
+print("some library chatter", flush=True)
+for i, step in enumerate((0, 5, 10)):
+    print(Progress("checkpoint", family, seed, step=step, total=10, revision=f"step{step}", checkpoint=i + 1,
+                   checkpoints=3, elapsed=0.1 * i, eta=None if i == 0 else 1.0).to_line(), flush=True)
+    time.sleep(0.05)
+if family == "broken":
+    print("Traceback: it broke", flush=True)
+    sys.exit(3)
+print(Progress("done", family, seed, step=10, total=10).to_line(), flush=True)
+"""
+
+
+@pytest.fixture
+def fake_child(tmp_path, monkeypatch):
+    (tmp_path / "fake_child.py").write_text(FAKE_CHILD)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))  # training_env() copies the environment
+    return "fake_child"
+
+
+def test_runner_relays_each_childs_progress_and_runs_them_in_parallel(fake_child, tmp_path):
+    seen = []
+    jobs = [runner.TrainingJob("gptneox", 0, tmp_path), runner.TrainingJob("olmo", 0, tmp_path)]
+    runner.train_in_subprocesses(jobs, parallel=2, report=seen.append, module=fake_child)
+    for family in ("gptneox", "olmo"):
+        mine = [p for p in seen if p.family == family]
+        assert [p.event for p in mine] == ["checkpoint"] * 3 + ["done"]
+        assert [p.step for p in mine[:3]] == [0, 5, 10]
+    line = [p for p in seen if p.family == "gptneox"][1].describe()
+    assert "step 5/10" in line and "checkpoint 2/3" in line and "ETA 1 s" in line
+    assert "chatter" not in " ".join(p.describe() for p in seen)  # non-progress output is not relayed
+
+
+def test_runner_reports_a_failed_child_with_its_output(fake_child, tmp_path):
+    seen = []
+    with pytest.raises(runner.TrainingError, match=r"broken seed 0 failed \(exit 3\).*it broke"):
+        runner.train_in_subprocesses([runner.TrainingJob("broken", 0, tmp_path), runner.TrainingJob("olmo", 0, tmp_path)],
+                                     parallel=1, report=seen.append, module=fake_child)
+    assert [p.event for p in seen if p.family == "olmo"][-1] == "done"  # the others still ran
+    assert [p.event for p in seen if p.family == "broken"][-1] == "failed"
+
+
+def test_training_env_pins_thread_pools():
+    env = training_env()
+    assert env["OMP_NUM_THREADS"] == env["MKL_NUM_THREADS"] == "1"
+    assert env.get("PATH") == __import__("os").environ.get("PATH")
+
+
+def test_child_trains_under_a_lock_and_reports_each_checkpoint(tmp_path, monkeypatch, capsys):
+    """The child (what ``python -m headwatch.fixtures.organisms`` runs): one line per checkpoint; a
+    second process asking for an organism that is being trained waits for it, then trains nothing."""
+    import fcntl
+    import threading
+
+    organism = dataclasses.replace(ORGANISMS["olmo"], recipe=tiny("olmo"))
+    monkeypatch.setitem(ORGANISMS, "olmo", organism)
+    args = ["--family", "olmo", "--seed", "0", "--cache-dir", str(tmp_path)]
+    lock_path = tmp_path / STATE_DIR / "olmo-seed0.lock"
+    lock_path.parent.mkdir(parents=True)
+    with open(lock_path, "a+") as held:  # another process is training olmo seed 0 ...
+        fcntl.flock(held, fcntl.LOCK_EX)
+        waiter = threading.Thread(target=runner.child_main, args=(args,))
+        waiter.start()
+        time.sleep(1.0)
+        assert waiter.is_alive()  # ... so this one waits
+        train(organism.recipe, seed=0, cache_dir=tmp_path, progress=False)
+        fcntl.flock(held, fcntl.LOCK_UN)
+    waiter.join(60)
+    events = [runner.Progress.from_line(l) for l in capsys.readouterr().out.splitlines()]
+    assert [(e.event, e.message) for e in events] == [("waiting", ""), ("done", "already trained")]
+
+    other = tmp_path / "fresh"
+    assert runner.child_main(args[:-1] + [str(other)]) == 0
+    events = [runner.Progress.from_line(l) for l in capsys.readouterr().out.splitlines()]
+    assert [e.event for e in events] == ["start", "checkpoint", "checkpoint", "checkpoint", "done"]
+    assert [e.revision for e in events if e.event == "checkpoint"] == ["step0", "step2", "step6"]
+    assert events[-2].eta == 0 and missing_revisions(organism.recipe, 0, other) == []
+
+
+def test_cli_families_are_the_packages():
+    from headwatch.fixtures.organisms import FAMILIES
+    from headwatch.fixtures.organisms.cli import FAMILIES as CLI_FAMILIES
+
+    assert CLI_FAMILIES == FAMILIES
 
 
 def test_log_schedule_is_log_spaced_from_zero():

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures.panels import (
+from headwatch.fixtures.panels import (
     PanelError,
     available_panels,
     default_panels,
@@ -22,7 +22,7 @@ from fixtures.panels import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
-SPEC = ROOT.parent / "shared" / "SPEC.md"
+SPEC = ROOT / "docs" / "SPEC.md"
 
 PAPER = {
     "EleutherAI/pythia-1b": ["step1", "step4", "step16", "step64", "step256", "step512", "step3000",
@@ -74,8 +74,8 @@ def test_paper_panel_is_spec_7():
     assert pythia.settings_for("step1").n_examples == 2000 and pythia.settings_for("step1").n_pr == 500
 
 
-@pytest.mark.skipif(not SPEC.is_file(), reason="../shared/SPEC.md is not beside this checkout")
 def test_paper_panel_matches_spec_text():
+    """paper.toml lists exactly docs/SPEC.md §7's revisions."""
     section = SPEC.read_text().split("## 7.")[1].split("## 8.")[0]
     for repo, revisions in PAPER.items():
         block = section.split(repo + ":")[1].split(". 16")[0]
@@ -97,7 +97,7 @@ def test_organisms_panel_schema():
 
 
 def test_organisms_panel_takes_its_checkpoints_from_the_recipes():
-    organisms = pytest.importorskip("fixtures.organisms")
+    organisms = pytest.importorskip("headwatch.fixtures.organisms")
     for m in load_panel("organisms").models:
         org = organisms.ORGANISMS[m.organism.family]
         assert m.repo == org.repo_id(m.organism.seed)
@@ -122,7 +122,7 @@ def test_an_organism_entry_may_override_its_recipe(tmp_path):
 
 def test_the_audit_example_is_a_second_seed_of_a_shipped_organism():
     """docs/examples/audit-seed1.toml (README "Auditing a new seed") parses and names seed 1."""
-    organisms = pytest.importorskip("fixtures.organisms")
+    organisms = pytest.importorskip("headwatch.fixtures.organisms")
     example = Path(__file__).resolve().parents[1] / "docs" / "examples" / "audit-seed1.toml"
     (m,) = load_panel(str(example)).models
     org = organisms.ORGANISMS[m.organism.family]
@@ -158,6 +158,8 @@ def test_malformed_toml(tmp_path):
     (MINIMAL + "source = 'ftp'\n", "source 'ftp' is not one of"),
     (MINIMAL + "[models.expect]\nbos_shape = 'cliff'\n", "bos_shape: 'cliff' is not one of ramp, step"),
     (MINIMAL + "[models.expect]\ndclm = 'yes'\n", "dclm: expected true or false"),
+    (MINIMAL + "[models.expect]\npaper_f4_token = 1e9\n", r"unknown key\(s\) paper_f4_token.*did you mean 'paper_f4_tokens'"),
+    (MINIMAL + "[models.probe]\ninduction_threshold = 40\n", r"unknown key\(s\) induction_threshold"),
     (MINIMAL + "[models.probe]\nn_exampels = 5\n", r"unknown key\(s\) n_exampels.*did you mean 'n_examples'"),
     (MINIMAL + "dtype = 'fp8'\n", "dtype: 'fp8' is not one of"),
     (MINIMAL.replace('["step1", "step2"]', '["step1", "step1"]'), "revisions listed twice"),
@@ -201,7 +203,7 @@ def test_expectations_and_probe_overrides():
     """)).models[0]
     assert m.expect.bos_shape == "step" and m.expect.dclm
     assert m.expect.xfail == {"F4": "table says 10B, files say 23B"}
-    assert m.expect.extra == {"paper_f4_tokens": 10e9}
+    assert m.expect.paper_f4_tokens == 10e9 and m.expect.min_ratio == 10.0  # the SPEC's bar unless declared
     s1, s2 = m.settings_for("step1"), m.settings_for("step2")
     assert (s1.ablation, s2.ablation) == (False, True)  # ablations at the final revision only
     assert s1.n_examples == 300 and s1.n_pr == 300  # n_pr never exceeds the batch
@@ -242,6 +244,9 @@ def test_selection_filters_and_disambiguates():
 
 DEMO_TEST = """
 import json, os
+import pytest
+
+pytestmark = pytest.mark.headwatch  # the claim-test contract, outside headwatch.claims
 
 def test_model(model_entry, model_records):
     tokens = [r.tokens_seen for r in model_records]
@@ -257,7 +262,7 @@ def test_revision(model_entry, revision, revision_record, request):
 
 DUMP_PLUGIN = """
 import json, os
-from fixtures.runinfo import run_info
+from headwatch.plugin import run_info
 
 def pytest_sessionfinish(session):
     if not hasattr(session.config, "workerinput"):
@@ -270,11 +275,11 @@ def run_pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     (tmp_path / "test_demo.py").write_text(DEMO_TEST)
     (tmp_path / "demo_dump.py").write_text(DUMP_PLUGIN)
     env = {**os.environ, "DEMO_LOG": str(tmp_path / "log"), "DEMO_INFO": str(tmp_path / "info.json"),
-           "PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path}", "HF_HUB_OFFLINE": "1"}
+           "PYTHONPATH": str(tmp_path), "HF_HUB_OFFLINE": "1"}
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "conftest", "-p", "demo_dump", "-p", "no:cacheprovider",
+        [sys.executable, "-m", "pytest", "-p", "demo_dump", "-p", "no:cacheprovider",
          "--rootdir", str(tmp_path), *args, str(tmp_path / "test_demo.py")],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
     )
 
 
@@ -316,7 +321,7 @@ def test_contract_bad_options_are_usage_errors(tmp_path, args, message):
 
 
 def test_model_scope_of_test_ids():
-    from fixtures.scheduling import model_scope
+    from headwatch.fixtures.scheduling import model_scope
 
     ids = ["pythia-1b", "pythia-1b-deduped", "olmo-1b", "t.m"]
     assert model_scope("c/test_f1.py::test_f1[pythia-1b@step3000]", ids) == "pythia-1b"
@@ -330,7 +335,7 @@ def test_model_scope_of_test_ids():
 
 
 def test_run_info_merges_worker_reports():
-    from fixtures.runinfo import EntryInfo, RunInfo
+    from headwatch.fixtures.runinfo import EntryInfo, RunInfo
 
     a, b = RunInfo(panels=["organisms"], device="auto"), RunInfo(panels=["organisms"], device="auto")
     a.add_entry(EntryInfo("m1", "org/m1", "step1", "computed", worker="gw0"))

@@ -1,4 +1,4 @@
-"""Property tests of the participation ratio (SPEC 3)."""
+"""Property tests of the participation ratio (docs/SPEC.md §3)."""
 import numpy as np
 import pytest
 import torch
@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from probes.participation import is_elevated, participation_ratio
+from headwatch.probes.participation import is_elevated, participation_ratio
 
 
 def matrices(min_n=2, max_n=24, min_d=2, max_d=12):

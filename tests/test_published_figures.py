@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from claims import trajectory as T
-from claims.judge import judge_model
-from fixtures.panels import load_panel
-from fixtures.reference import load_published, published_models
+from headwatch.claims import trajectory as T
+from headwatch.claims.judge import judge_model
+from headwatch.fixtures.panels import load_panel
+from headwatch.fixtures.reference import load_published, published_models
 
 PYTHIA, OLMO = "EleutherAI/pythia-1b", "allenai/OLMo-1B-0724-hf"
 
@@ -83,7 +83,7 @@ def test_pr_precedes_threshold_for_every_final_induction_head(pythia, olmo):
 
 
 def test_ablation_figures(pythia, olmo):
-    """Baseline and circuit top-1 as SPEC 4 gives them. The files' matched-random (0.55%, 1.35%) is
+    """Baseline and circuit top-1 as docs/SPEC.md §4 gives them. The files' matched-random (0.55%, 1.35%) is
     matched to the author's top-45 set; SPEC's 4.40% / 2.20% are not in these files."""
     p = T.ablation_verdict(T.last_with_ablations(pythia))
     assert (round(100 * p.baseline_top1, 2), round(100 * p.circuit_top1, 2)) == (4.05, 0.25)
@@ -99,21 +99,22 @@ def test_every_claim_the_paper_makes_for_them_holds():
         expected_na = set() if m.expect.dclm else {"F3"}
         for claim, v in verdicts.items():
             if claim in expected_na:
-                assert v["holds"] is None, (m.name, claim, v["message"])
+                assert v.holds is None, (m.name, claim, v.message)
             else:
-                assert v["holds"] is True, (m.name, claim, v["message"])
-        assert verdicts["causal"]["circuit_matches_screen"], verdicts["causal"]
+                assert v.holds is True, (m.name, claim, v.message)
+        assert verdicts["causal"].details.circuit_matches_screen, verdicts["causal"]
 
 
 def test_f4_reports_the_paper_table_beside_the_computed_number(pythia, olmo):
-    """SPEC 6: the table says OLMo 10B (0.3%) and Pythia 6.3B (2.1%); computed from the files with
+    """docs/SPEC.md §6: the table says OLMo 10B (0.3%) and Pythia 6.3B (2.1%); computed from the files with
     the stated definition it is OLMo 23B (0.75%) and Pythia 6.3B. The judge reports both."""
-    from claims.judge import judge_f4
+    from headwatch.claims.judge import judge_f4
+    from headwatch.spec import Expectations
 
-    o = judge_f4(olmo, {"paper_f4_tokens": 10e9})
-    assert o["computed"]["tokens"] == 23e9 and o["paper_table"]["revision"] == "step5000-tokens10B"
-    assert round(o["paper_table"]["recall_there"], 3) == 0.333 and o["paper_table"]["reproduced"] is False
-    assert round(100 * o["paper_table"]["fraction_of_total"], 1) == 0.3
-    p = judge_f4(pythia, {"paper_f4_tokens": 6.3e9})
-    assert p["paper_table"]["revision"] == "step3000" and p["paper_table"]["reproduced"] is True
-    assert o["holds"] and p["holds"]  # the claim (within 2.5%) survives either way
+    o = judge_f4(olmo, Expectations(paper_f4_tokens=10e9)).details
+    assert o.computed.tokens == 23e9 and o.paper_table.revision == "step5000-tokens10B"
+    assert round(o.paper_table.recall_there, 3) == 0.333 and o.paper_table.reproduced is False
+    assert round(100 * o.paper_table.fraction_of_total, 1) == 0.3
+    p = judge_f4(pythia, Expectations(paper_f4_tokens=6.3e9))
+    assert p.details.paper_table.revision == "step3000" and p.details.paper_table.reproduced is True
+    assert judge_f4(olmo, Expectations(paper_f4_tokens=10e9)).holds and p.holds  # the claim (within 2.5%) survives either way

@@ -1,4 +1,5 @@
-"""The importer of the author's file format (fixtures/reference.py).
+"""The converter of the author's file format (tools/convert_reference.py, not shipped) and the
+reader of its output (headwatch.fixtures.reference).
 
 The author-format folders here are written by the test itself from fixtures/published (the inverse
 of the conversion), so the tests need neither the network nor ../shared/reference; the one test
@@ -7,15 +8,30 @@ that regenerates fixtures/published from ../shared/reference skips, naming it, w
 from __future__ import annotations
 
 import filecmp
+import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import pytest
 
-from fixtures import reference as R
-from probes.record import MeasurementRecord, parse_head_key
+from headwatch.fixtures import reference as reader
+from headwatch.probes.record import MeasurementRecord, parse_head_key
 
-SHARED_REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference"
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_REFERENCE = ROOT.parent / "shared" / "reference"
+
+
+def _load_tool(name: str):
+    """A script of tools/ (not part of the installed package), imported by path."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+R = _load_tool("convert_reference")
 PYTHIA, OLMO = "EleutherAI/pythia-1b", "allenai/OLMo-1B-0724-hf"
 
 
@@ -57,8 +73,8 @@ def write_author_format(records: list[MeasurementRecord], folder: Path, prefix: 
 @pytest.fixture
 def author_dir(tmp_path) -> Path:
     """Both published models written back in the author's format (OLMo's ablation on 'main')."""
-    write_author_format(R.load_published(PYTHIA), tmp_path / "pythia", "pythia1b")
-    write_author_format(R.load_published(OLMO), tmp_path / "olmo", "olmo", ablation_revision="main")
+    write_author_format(reader.load_published(PYTHIA), tmp_path / "pythia", "pythia1b")
+    write_author_format(reader.load_published(OLMO), tmp_path / "olmo", "olmo", ablation_revision="main")
     return tmp_path
 
 
@@ -72,7 +88,7 @@ def test_import_round_trips_the_published_records(author_dir):
     imported = R.import_reference(author_dir)
     assert sorted(imported) == sorted([PYTHIA, OLMO])
     for model, recs in imported.items():
-        for a, b in zip(recs, R.load_published(model), strict=True):
+        for a, b in zip(recs, reader.load_published(model), strict=True):
             _same_numbers(a, b)
     olmo_final = imported[OLMO][-1]
     assert olmo_final.provenance["ablation_file"]["revision_in_file"] == "main"
@@ -80,12 +96,12 @@ def test_import_round_trips_the_published_records(author_dir):
     assert olmo_final.settings.n_pr == 500 and olmo_final.provenance["pr_dtype"] == "fp16"
 
 
-def test_load_reference_reads_author_format_and_converted_copies(author_dir, tmp_path):
+def test_convert_then_read_gives_the_imported_models(author_dir, tmp_path):
     dest = tmp_path / "converted"
     R.convert(author_dir, dest)
     assert (dest / "PROVENANCE.md").is_file()
-    assert sorted(R.load_reference(dest)) == sorted(R.load_reference(author_dir)) == sorted([PYTHIA, OLMO])
-    assert R.published_models(dest) == R.published_models()
+    assert sorted(reader.load_reference(dest)) == sorted(R.import_reference(author_dir)) == sorted([PYTHIA, OLMO])
+    assert reader.published_models(dest) == reader.published_models()
 
 
 def test_cli_convert_reports_malformed_input(tmp_path, capsys):
@@ -97,20 +113,33 @@ def test_cli_convert_reports_malformed_input(tmp_path, capsys):
 def test_published_copy_regenerates_byte_for_byte(tmp_path):
     dest = tmp_path / "published"
     R.convert(SHARED_REFERENCE, dest, R.AUTHOR_SOURCE)
-    cmp = filecmp.dircmp(dest, R.PUBLISHED_DIR)
+    cmp = filecmp.dircmp(dest, reader.PUBLISHED_DIR)
     assert not cmp.left_only and not cmp.right_only and not cmp.diff_files
     for sub in cmp.subdirs.values():
         assert not sub.left_only and not sub.right_only and not sub.diff_files, sub.diff_files
 
 
 def test_tokens_in_the_published_copy():
-    assert [r.tokens_seen for r in R.load_published(PYTHIA)][6] == 3000 * 2_097_152
-    assert [r.tokens_seen for r in R.load_published(OLMO)][3] == 23e9
+    assert [r.tokens_seen for r in reader.load_published(PYTHIA)][6] == 3000 * 2_097_152
+    assert [r.tokens_seen for r in reader.load_published(OLMO)][3] == 23e9
+
+
+def test_tokens_from_revision_names():
+    assert R.tokens_from_revision("EleutherAI/pythia-1b", "step3000") == 3000 * 2_097_152
+    assert R.tokens_from_revision("allenai/OLMo-1B-0724-hf", "step11000-tokens23B") == 23e9
+    assert R.tokens_from_revision("allenai/OLMoE-1B-7B-0924", "step5000-tokens20B") == 20e9
+    assert R.tokens_from_revision("org/m", "step10-tokens1.5M") == 1.5e6
+    assert R.tokens_from_revision("org/other-model", "step10") is None  # no rule for a bare step
+
+
+def test_the_reader_refuses_the_authors_format_with_the_command_that_converts_it(author_dir):
+    with pytest.raises(reader.ReferenceFormatError, match="tools/convert_reference.py convert"):
+        reader.load_reference(author_dir)
 
 
 def test_load_published_unknown_model():
     with pytest.raises(KeyError, match="available"):
-        R.load_published("nobody/nothing")
+        reader.load_published("nobody/nothing")
 
 
 # ---- malformed input: each gives a ReferenceFormatError naming the file and the problem --------

@@ -10,17 +10,19 @@ import subprocess
 import sys
 from collections import Counter
 from html.parser import HTMLParser
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from claims import synthetic as S
-from claims.figures import ablation_figure, bos_figure, label_grid_figure, model_figures, pr_figure
-from claims.html_report import classify, disagrees, outcome_of
-from claims.judge import CLAIMS, judge_model
-from claims.report_data import FAILS, HOLDS, MISSING, NA, XFAIL, XPASS, ModelReport, verdict_cell
-from claims.report_render import fragment
+from headwatch.claims import synthetic as S
+from headwatch.claims.figures import ablation_figure, bos_figure, label_grid_figure, model_figures, pr_figure
+from headwatch.claims.html_report import classify, disagrees, outcome_of
+from headwatch.claims.judge import CLAIMS, judge_model
+from headwatch.claims.report_data import FAILS, HOLDS, MISSING, NA, XFAIL, XPASS, ModelReport, verdict_cell
+from headwatch.claims.report_render import fragment
+from headwatch.spec import Expectations
 
 ROOT = Path(__file__).resolve().parent.parent
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -100,11 +102,11 @@ def test_cells_of_negative_controls_fail(control):
 
 def test_declared_deviation_cells():
     recs = S.NEGATIVE_CONTROLS["circuit_only_at_end"].records()
-    failing = _report(recs, {**S.HEALTHY_EXPECT, "xfail": {"F4": "known"}})
+    failing = _report(recs, replace(S.HEALTHY_EXPECT, xfail={"F4": "known"}))
     assert verdict_cell("F4", failing).status == XFAIL
-    gone = _report(S.healthy(), {**S.HEALTHY_EXPECT, "xfail": {"F4": "known"}})
+    gone = _report(S.healthy(), replace(S.HEALTHY_EXPECT, xfail={"F4": "known"}))
     assert verdict_cell("F4", gone).status == XPASS
-    not_dclm = _report(S.healthy(), {"bos_shape": "ramp"})
+    not_dclm = _report(S.healthy(), Expectations(bos_shape="ramp"))
     assert verdict_cell("F3", not_dclm).status == NA and verdict_cell("F3", not_dclm).key.endswith("(not DCLM)")
     empty = ModelReport("m", "r", "p", [], error=None)
     assert verdict_cell("F1", empty).status == MISSING
@@ -170,7 +172,7 @@ class _ReportParser(HTMLParser):
 def claims_html(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
     """The user's command (-n 2, --html, no --self-contained-html) on the published panel, a few tests."""
     out = tmp_path_factory.mktemp("report") / "claims.html"
-    cmd = [sys.executable, "-m", "pytest", "claims", "-n", "2", "--panel", "published", f"--html={out}",
+    cmd = [sys.executable, "-P", "-m", "pytest", "claims", "-n", "2", "--panel", "published", f"--html={out}",
            "-k", "f2 or causal", "-p", "no:cacheprovider", "-q"]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900,
                           env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
@@ -229,7 +231,7 @@ def test_report_cli_writes_figures_csv_and_json(tmp_path):
     olmo_causal = next(r for r in rows if r["model"] == "olmo-1b" and r["claim"] == "causal")
     assert olmo_causal["key"].endswith("\u2020")  # the author's control is matched to the top-45 set
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["models"]["olmo-1b"]["verdicts"]["F3"]["ratio"] == pytest.approx(11.48, abs=0.01)
+    assert summary["models"]["olmo-1b"]["verdicts"]["F3"]["details"]["ratio"] == pytest.approx(11.48, abs=0.01)
     for m in PUBLISHED_MODELS:
         for name in FIGURE_NAMES:
             _png_size((tmp_path / m / f"{name}.png").read_bytes())
@@ -255,8 +257,8 @@ def test_report_cli_bad_panel_is_a_usage_error(tmp_path, capsys):
 
 def _plant_organism_cache(cache_dir: Path) -> list[str]:
     """The organisms panel's revisions as planted records in a measurement cache (no training)."""
-    from fixtures.cache import CacheKey, MeasurementCache
-    from fixtures.panels import load_panel
+    from headwatch.fixtures.cache import CacheKey, MeasurementCache
+    from headwatch.fixtures.panels import load_panel
 
     cache = MeasurementCache(cache_dir / "measurements")
     ids = []
@@ -286,7 +288,7 @@ def test_report_cli_reads_the_measurement_cache(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     for m in ids:
         assert summary["models"][m]["missing"] == [] and len(summary["models"][m]["revisions"]) >= 5
-        assert summary["models"][m]["verdicts"]["F5"]["holds"] is True
+        assert summary["models"][m]["verdicts"]["F5"]["status"] == "holds"
         for name in FIGURE_NAMES:
             _png_size((out / m / f"{name}.png").read_bytes())
     size = (out / "report.html").stat().st_size

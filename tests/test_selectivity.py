@@ -1,12 +1,12 @@
-"""The six-class screen on synthetic attention rows, and the head-set functions (SPEC 2)."""
+"""The six-class screen on synthetic attention rows, and the head-set functions (docs/SPEC.md §2)."""
 import numpy as np
 import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from probes.record import HEAD_CLASSES, UNCLASSIFIED
-from probes.selectivity import (
+from headwatch.probes.record import HEAD_CLASSES, UNCLASSIFIED
+from headwatch.probes.selectivity import (
     SelectivityAccumulator,
     baseline_positions,
     bos_fraction,

@@ -1,0 +1,452 @@
+"""The headwatch pytest plugin: options, panel selection, the claim tests' fixtures, xdist, report.
+
+Registered through the ``pytest11`` entry point, so pytest loads it wherever headwatch is installed.
+It stays inert for anyone else's tests: nothing is parsed, trained, measured or printed unless a
+headwatch option is given or headwatch's claim tests (``headwatch.claims``, the repository's
+``claims/``) are among the paths pytest was asked to run, or are collected after all.
+
+The contract the claim tests code against:
+
+- a claim test (a module of ``headwatch.claims``, or any test marked ``@pytest.mark.headwatch``)
+  that requests ``model_entry`` runs once per selected model (id ``pythia-1b``); one that requests
+  ``revision`` runs once per (model, revision) (id ``pythia-1b@step3000``) and gets ``model_entry``
+  too. ``model_entry`` is a :class:`headwatch.fixtures.panels.PanelModel`.
+- session fixtures ``model_records`` (list of MeasurementRecord of the model, sorted by tokens)
+  and ``revision_record`` (the MeasurementRecord of that revision).
+- with ``--dist loadgroup`` one model's tests stay on one worker (headwatch/fixtures/scheduling.py);
+  worker ``gwN`` measures on ``cuda:(N mod GPUs)`` with ``--device cuda/auto``.
+- organisms the collected tests need and the cache lacks are trained first, by the process that
+  talks to the terminal (the xdist controller, or the only process), one line per checkpoint.
+- what ran (panels, models, revisions, device, dtype, cache hits vs fresh runs): :func:`run_info`,
+  merged from all workers on the xdist controller.
+"""
+from __future__ import annotations
+
+# Every headwatch import below sits inside the hook that needs it: this module is imported by every
+# pytest run in the environment, and must cost a foreign test suite nothing (no panels, no torch).
+import importlib.util
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+#: The folder of the claim tests: the repository's claims/ in a checkout, site-packages otherwise.
+CLAIMS_DIR = Path(importlib.util.find_spec("headwatch.claims").origin).resolve().parent
+
+_STATE = pytest.StashKey["HeadwatchSession"]()
+_WANTED = pytest.StashKey[bool]()
+
+
+@dataclass
+class HeadwatchSession:
+    """Everything the plugin knows about one pytest session (on each process)."""
+
+    options: Any  # ProviderOptions
+    panels: list[Any]  # Panel
+    selection: list[Any]  # PanelModel, revisions resolved once ``resolved``
+    provider: Any  # Provider, which owns the session's RunInfo
+    resolved: bool = False
+    #: organisms already handed to the trainer (once per session, on the process with the terminal)
+    pretrained: bool = False
+
+    @property
+    def run(self):
+        return self.provider.run
+
+
+# ---- options ----------------------------------------------------------------------------------
+
+_OPTION_DEFAULTS = {
+    "panel": [], "models": [], "revisions": [], "device": "auto", "dtype": None, "hw_cache_dir": None,
+    "n_examples": None, "refresh": False, "reference_dir": None,
+}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    g = parser.getgroup("headwatch", "headwatch panels and measurements")
+    g.addoption("--panel", action="append", default=[], metavar="NAME|FILE",
+                help="panel(s) to judge: a shipped name (paper, published, organisms) or a TOML file; "
+                     "repeatable or comma list. Default: the panels needing neither network nor GPU.")
+    g.addoption("--models", action="append", default=[], metavar="NAMES",
+                help="only these models (short names or repo ids; comma list)")
+    g.addoption("--revisions", action="append", default=[], metavar="REVS",
+                help="only these revisions (branch names; comma list)")
+    g.addoption("--device", default="auto",
+                help="cpu, cuda, cuda:N or auto (xdist worker gwN takes cuda:N mod GPU count). Default auto.")
+    g.addoption("--dtype", default=None, choices=["float32", "float16", "bfloat16"],
+                help="load and probe dtype (default: each panel model's own, float32 for the paper)")
+    g.addoption("--cache-dir", dest="hw_cache_dir", default=None, metavar="DIR",
+                help="measurement cache folder (default $HEADWATCH_CACHE_DIR, else .cache/headwatch in a "
+                     "checkout, else ~/.cache/headwatch); organism checkpoints stay in "
+                     "$HEADWATCH_ORGANISMS_CACHE or beside it (organisms/)")
+    g.addoption("--n-examples", type=int, default=None, metavar="N",
+                help="examples in the induction batch (default: the panel's, 2000 for the paper)")
+    g.addoption("--refresh", action="store_true", default=False,
+                help="recompute cached measurements of the selected models")
+    g.addoption("--reference-dir", default=None, metavar="DIR",
+                help="read 'reference' models from DIR (converted records, as in headwatch.fixtures "
+                     "published/) instead of the shipped copy")
+
+
+# ---- when the plugin acts ---------------------------------------------------------------------
+
+
+def is_claim_test(path: Path | str) -> bool:
+    """Whether a test file is one of headwatch's claim tests."""
+    p = Path(path).resolve()
+    return p == CLAIMS_DIR or CLAIMS_DIR in p.parents
+
+
+def _headwatch_option_given(config: pytest.Config) -> bool:
+    return any(config.getoption(name) != default for name, default in _OPTION_DEFAULTS.items())
+
+
+def _arg_paths(config: pytest.Config) -> list[Path]:
+    """The paths pytest was asked to collect (``--pyargs`` modules resolved to their files)."""
+    from_testpaths = getattr(config, "args_source", None) == pytest.Config.ArgsSource.TESTPATHS
+    base = config.rootpath if from_testpaths else config.invocation_params.dir
+    out = []
+    for arg in config.args:
+        arg = str(arg).split("::")[0]
+        if config.option.pyargs:
+            try:
+                spec = importlib.util.find_spec(arg)
+            except (ImportError, ValueError):
+                spec = None
+            if spec is not None and spec.origin:
+                out.append(Path(spec.origin).parent if spec.submodule_search_locations else Path(spec.origin))
+                continue
+        out.append(base / arg)
+    return out
+
+
+def _claims_requested(config: pytest.Config) -> bool:
+    """Whether the collection paths include headwatch's claim tests (a folder above them counts
+    unless the way down passes a hidden folder or a site-packages, which pytest does not collect)."""
+    for p in _arg_paths(config):
+        p = p.resolve()
+        if is_claim_test(p):
+            return True
+        if p in CLAIMS_DIR.parents:
+            rel = CLAIMS_DIR.relative_to(p).parts
+            if not any(part.startswith(".") or part == "site-packages" for part in rel):
+                return True
+    return False
+
+
+def wanted(config: pytest.Config) -> bool:
+    """Whether headwatch acts in this session (decided once, at configure time)."""
+    if _WANTED not in config.stash:
+        config.stash[_WANTED] = _headwatch_option_given(config) or _claims_requested(config)
+    return config.stash[_WANTED]
+
+
+def state(config: pytest.Config) -> HeadwatchSession:
+    """The session's headwatch state, set up (panels parsed, options checked) on first use."""
+    if _STATE not in config.stash:
+        config.stash[_STATE] = _setup(config)
+    return config.stash[_STATE]
+
+
+def run_info(config: pytest.Config):
+    """The session's RunInfo (on an xdist controller: merged from the workers), or None if inert."""
+    s = config.stash.get(_STATE, None)
+    return s.run if s is not None else None
+
+
+def _provider_options(config: pytest.Config):
+    from headwatch.fixtures.provider import ProviderOptions
+    from headwatch.paths import default_cache_dir
+
+    refresh = bool(config.getoption("refresh"))
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and "headwatch_refresh_since" in workerinput:
+        since = workerinput["headwatch_refresh_since"]
+    else:
+        since = time.time() if refresh else None
+    cache_dir = config.getoption("hw_cache_dir")
+    n = config.getoption("n_examples")
+    if n is not None and n < 1:
+        raise pytest.UsageError(f"--n-examples must be a positive integer, got {n}")
+    return ProviderOptions(
+        cache_dir=Path(cache_dir).expanduser().resolve() if cache_dir else default_cache_dir(),
+        device=config.getoption("device"), dtype=config.getoption("dtype"), n_examples=n,
+        refresh=refresh, refresh_since=since, reference_dir=config.getoption("reference_dir"),
+    )
+
+
+def _share_cpu_threads(config: pytest.Config) -> None:
+    """Give each xdist worker its share of the cores.
+
+    Each worker's torch would otherwise start one thread per core; with two workers on two cores
+    the small matrix products of probing run about 4x slower than with one thread each (measured:
+    15.5 s vs 4.0 s for one tiny-model probe run).
+    """
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 0) or 0)
+    if workers > 1:
+        import torch
+
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+
+
+def _setup(config: pytest.Config) -> HeadwatchSession:
+    """Parse the panels and the user's selection; bad input is a usage error."""
+    from headwatch.fixtures import panels as panels_mod
+    from headwatch.fixtures.cache import CacheError, ensure_writable
+    from headwatch.fixtures.provider import Provider
+    from headwatch.fixtures.runinfo import RunInfo
+    from headwatch.names import split_list
+
+    _share_cpu_threads(config)
+    options = _provider_options(config)
+    names = split_list(config.getoption("panel")) or panels_mod.default_panels()
+    try:
+        loaded = [panels_mod.load_panel(n) for n in names]
+        selection = panels_mod.select(loaded, models=split_list(config.getoption("models")) or None)
+    except panels_mod.PanelError as e:
+        raise pytest.UsageError(str(e)) from None
+    if any(m.needs_model for m in selection):
+        try:
+            ensure_writable(options.measurement_dir)
+        except CacheError as e:
+            raise pytest.UsageError(str(e)) from None
+    run = RunInfo(panels=[p.name for p in loaded], device=options.device, dtype=options.dtype,
+                  cache_dir=str(options.cache_dir), refresh=options.refresh, n_examples=options.n_examples)
+    s = HeadwatchSession(options=options, panels=loaded, selection=selection, provider=Provider(options, run))
+    config.stash[_STATE] = s
+    if not any(m.revision_query for m in selection):
+        select_revisions(config)  # cheap here: bad --revisions fail as usage errors, before collection
+    return s
+
+
+def select_revisions(config: pytest.Config) -> list[Any]:
+    """The selected models with concrete revisions (log-spaced specs and --revisions applied).
+
+    Log-spaced panels list branches (Hub, cache, or an organism's training), so they resolve
+    lazily at collection; explicit lists resolve at configure time.
+    """
+    from headwatch.fixtures import panels as panels_mod
+    from headwatch.fixtures.loading import LoadingError
+    from headwatch.names import split_list
+
+    s = state(config)
+    if not s.resolved:
+        models = s.selection
+        if s.options.reference_dir:  # a reference folder brings its own revisions
+            try:
+                models = [m.with_revisions(s.provider.list_revisions(m)) if m.source == "reference" else m
+                          for m in models]
+            except (KeyError, ValueError, OSError) as e:
+                raise pytest.UsageError(f"--reference-dir {s.options.reference_dir}: {e}") from None
+        try:
+            models = panels_mod.select(
+                [panels_mod.Panel("selection", Path("."), tuple(models))],
+                revisions=split_list(config.getoption("revisions")) or None,
+                list_branches=s.provider.list_revisions,
+            )
+        except (panels_mod.PanelError, LoadingError) as e:
+            raise pytest.UsageError(str(e)) from None
+        s.selection, s.resolved = models, True
+        for m in models:
+            s.run.models[m.id] = {"repo": m.repo, "panel": m.panel, "source": m.source,
+                                  "revisions": list(m.sorted_revisions)}
+    return s.selection
+
+
+# ---- configure, parametrise ---------------------------------------------------------------------
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-html reads --self-contained-html
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "xdist_group(name): keep a model's tests on one xdist worker")
+    config.addinivalue_line("markers", "headwatch: a test written against headwatch's claim-test contract "
+                                       "(model_entry, revision, model_records, revision_record)")
+    if not wanted(config):
+        return
+    state(config)  # parse now, so bad input fails before collection
+    if config.getoption("htmlpath", None):
+        config.option.self_contained_html = True  # the user's command has no --self-contained-html
+        if getattr(config, "workerinput", None) is None:  # the report is written on the controller only
+            from headwatch.claims.html_report import HeadwatchReport
+
+            config.pluginmanager.register(HeadwatchReport(config, state(config)), "headwatch-html-report")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    names = metafunc.fixturenames
+    ours = is_claim_test(metafunc.definition.path) or metafunc.definition.get_closest_marker("headwatch")
+    if not ({"model_entry", "revision"} & set(names)) or not ours:
+        return  # someone else's test (or a copy of a claim module elsewhere): not ours to parametrise
+    models = select_revisions(metafunc.config)
+    if "revision" in names:
+        params = [pytest.param(m, r, id=f"{m.id}@{r}", marks=pytest.mark.xdist_group(m.id))
+                  for m in models for r in m.sorted_revisions]
+        metafunc.parametrize(("model_entry", "revision"), params, scope="session")
+    else:
+        params = [pytest.param(m, id=m.id, marks=pytest.mark.xdist_group(m.id)) for m in models]
+        metafunc.parametrize("model_entry", params, scope="session")
+
+
+# ---- fixtures -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def provider_options(pytestconfig: pytest.Config):
+    """Where and how measurements are made (from the command line)."""
+    return state(pytestconfig).options
+
+
+@pytest.fixture(scope="session")
+def panel_models(pytestconfig: pytest.Config) -> list[Any]:
+    """Every selected model (for tests that look across models)."""
+    return select_revisions(pytestconfig)
+
+
+@pytest.fixture(scope="session")
+def model_entry():  # replaced by parametrisation in pytest_generate_tests
+    raise pytest.UsageError("model_entry is parametrised by headwatch for its claim tests; request it from one")
+
+
+@pytest.fixture(scope="session")
+def revision(model_entry):  # replaced by parametrisation; depends on model_entry so both are set
+    raise pytest.UsageError("revision is parametrised by headwatch for its claim tests; request it from one")
+
+
+@pytest.fixture(scope="session")
+def model_records(pytestconfig: pytest.Config, model_entry):
+    """All records of the model, sorted by tokens seen (cache, published files, or fresh runs)."""
+    return state(pytestconfig).provider.model_records(model_entry)
+
+
+@pytest.fixture(scope="session")
+def revision_record(pytestconfig: pytest.Config, model_entry, revision):
+    """The record of one (model, revision)."""
+    return state(pytestconfig).provider.revision_record(model_entry, revision)
+
+
+# ---- organisms first: trained by the process that owns the terminal ------------------------------
+
+
+def _pretrain(config: pytest.Config, model_ids: set[str]) -> None:
+    """Train the organisms of ``model_ids`` that the cache lacks, one line per checkpoint."""
+    s = config.stash.get(_STATE, None)
+    if s is None or s.pretrained:
+        return
+    s.pretrained = True
+    wanted_models = [m for m in s.selection if m.id in model_ids and m.source == "organism"]
+    if not wanted_models:
+        return
+    from headwatch.fixtures.organisms import TRAIN_THREADS, missing_jobs
+    from headwatch.fixtures.organisms.runner import TrainingError, default_parallel, train_in_subprocesses
+
+    def where(m) -> Path:
+        return Path(m.organism.cache_dir).expanduser() if m.organism.cache_dir else s.options.organism_cache_dir()
+
+    jobs = missing_jobs([(m.organism.family, m.organism.seed, where(m)) for m in wanted_models])
+    if not jobs:
+        return
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    workers = int(getattr(config.option, "numprocesses", 0) or 0)
+    parallel = default_parallel(TRAIN_THREADS, len(jobs)) if not workers else max(1, min(workers, len(jobs)))
+    say = (lambda text, **kw: tr.write_line(text, **kw)) if tr is not None else (lambda text, **kw: print(text))
+    if tr is not None:
+        tr.write_sep("-", "headwatch: training model organisms")
+    say(f"{len(jobs)} organism(s) missing from {jobs[0].cache_dir}: {', '.join(j.name for j in jobs)}; "
+        f"{parallel} at a time, {TRAIN_THREADS} thread each (first run only; later runs reuse them)")
+    t0 = time.monotonic()
+
+    def report(p) -> None:
+        say(f"organism {p.describe()}", red=p.event == "failed")
+
+    try:
+        train_in_subprocesses(jobs, threads=TRAIN_THREADS, parallel=parallel, report=report)
+    except TrainingError as e:
+        say(f"headwatch: {e}; the tests that need these organisms will fail", red=True)
+        return
+    say(f"organisms trained in {time.monotonic() - t0:.0f} s")
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Without xdist: train what the collected claim tests need before they run."""
+    config = session.config
+    if getattr(config, "workerinput", None) is not None or _STATE not in config.stash:
+        return
+    ids = {item.callspec.params["model_entry"].id for item in session.items
+           if hasattr(item, "callspec") and hasattr(item.callspec.params.get("model_entry"), "organism")}
+    _pretrain(config, ids)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids) -> None:
+    """On the xdist controller: once the first worker has collected, train what its tests need
+    (the workers wait for their first tests meanwhile)."""
+    from headwatch.fixtures.scheduling import model_scope
+
+    config = node.config
+    if _STATE not in config.stash:
+        return
+    s = state(config)
+    if s.pretrained:
+        return
+    if not s.resolved and any(m.revision_query for m in s.selection):
+        s.pretrained = True  # log-spaced revisions resolve on the workers (which train on first use)
+        return
+    known = [m.id for m in select_revisions(config)]
+    _pretrain(config, {mid for i in ids if (mid := model_scope(i, known)) is not None})
+
+
+# ---- xdist: refresh time to workers, run info back to the controller ---------------------------
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """With ``--dist loadgroup``: group by model on the controller (see fixtures/scheduling.py)."""
+    if config.getvalue("dist") != "loadgroup" or _STATE not in config.stash:
+        return None
+    from headwatch.fixtures.scheduling import make_scheduler
+
+    return make_scheduler(config, log, [m.id for m in state(config).selection])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    if _STATE in node.config.stash:
+        node.workerinput["headwatch_refresh_since"] = state(node.config).options.refresh_since
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    out = getattr(node, "workeroutput", {}) or {}
+    if "headwatch_runinfo" in out:
+        state(node.config).run.merge(out["headwatch_runinfo"])
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None and _STATE in session.config.stash:
+        workeroutput["headwatch_runinfo"] = state(session.config).run.to_dict()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
+    """One line on what was measured and what came from the cache, plus any weight-hash alarms."""
+    if getattr(config, "workerinput", None) is not None:
+        return
+    info = run_info(config)
+    if info is None or not info.entries:
+        return
+    parts = [f"{n} {status}" for status, n in sorted(info.counts().items())]
+    terminalreporter.write_sep("-", "headwatch measurements")
+    terminalreporter.write_line(
+        f"panels {', '.join(info.panels)}; {len(info.models)} model(s), {len(info.entries)} revision(s): "
+        + ", ".join(parts) + f"; cache {info.cache_dir}"
+    )
+    for g in info.identical_weights:
+        terminalreporter.write_line(
+            f"WARNING {g['model']}: revisions {', '.join(g['revisions'])} have identical weights "
+            f"(sha256 {g['weights_hash'][:12]}): the Hub may serve the wrong checkpoint (pythia issues 205/206)",
+            yellow=True,
+        )

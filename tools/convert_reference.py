@@ -1,0 +1,654 @@
+"""Converter of the paper author's published result files (docs/SPEC.md §9) into measurement records.
+
+Not part of the installed package: it made ``fixtures/published/`` (shipped as
+``headwatch.fixtures/published``) once, and regenerates it byte for byte::
+
+    python tools/convert_reference.py convert ../shared/reference fixtures/published
+
+The suite reads the converted copy with :mod:`headwatch.fixtures.reference`.
+
+The author (repository ``skydancerosel/spectral-probe-circuits``) released three kinds of JSON file:
+
+- per-revision screens ``*_mechinterp_<revision>.json``: ``model``, ``revision``, ``n_examples``,
+  ``n_examples_valid``, ``selectivity_threshold`` and ``all_head_selectivity`` ("L{l}_H{h}" -> the six
+  class selectivities);
+- PR trajectories ``*_phase1_trajectory.json``: ``model``, ``revisions``, ``ckpt_tokens_B``,
+  ``n_examples`` (500), ``dtype`` (fp16), ``head_dim`` and ``pr`` ("L{l}_H{h}" -> PR per revision);
+- group ablations ``*_ablation*.json``: ``model``, ``revision`` and ``results``, a list of
+  ``{name, spec: {layer: [heads]}, loss, acc_top1, acc_top5, mean_logit_B}``.
+
+:func:`import_reference` turns any folder holding files in that format into one sorted list of
+:class:`~headwatch.probes.record.MeasurementRecord` per model (repo id); :func:`convert` writes them
+as the project's JSON under DEST with a PROVENANCE.md beside them.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import math
+import re
+import shutil
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from headwatch.fixtures import reference as reader
+from headwatch.fixtures.panels import tokens_from_name
+from headwatch.fixtures.reference import model_slug
+from headwatch.probes.record import (
+    HEAD_CLASSES,
+    AblationResult,
+    MeasurementRecord,
+    ProbeSettings,
+    TaskMetrics,
+    head_key,
+    parse_head_key,
+)
+
+#: Tokens per optimizer step of every Pythia model (batch 1024 x sequence 2048).
+PYTHIA_TOKENS_PER_STEP = 2_097_152
+
+#: The author's ablation result names -> ours (DESIGN "measurement record"). The author's
+#: matched-random and full-layers controls are built from the top-45 PR-integral set, not from the
+#: induction circuit; :data:`ABLATION_RELATIVE_TO` records that in each record's provenance.
+ABLATION_NAME_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"^ablate_induction_screen"), "induction_circuit"),
+    (re.compile(r"^ablate_matched_random"), "matched_random"),
+    (re.compile(r"^ablate_full_spec_layers"), "circuit_layers"),
+)
+ABLATION_RELATIVE_TO = {
+    "induction_circuit": "heads with induction selectivity >= 50 on the ablated revision",
+    "matched_random": (
+        "the author's top-45 set (ranked by PR integral), NOT the induction circuit: same layers "
+        "as that set, disjoint from it"
+    ),
+    "circuit_layers": "all heads of the layers of the author's top-45 set (NOT the induction circuit's layers)",
+}
+
+#: Which commit of the author's repository each file came from, by path prefix inside the
+#: reference folder (the longest matching prefix wins). From ../shared/reference/README.md.
+AUTHOR_REPOSITORY = "skydancerosel/spectral-probe-circuits"
+AUTHOR_COMMITS_BY_PREFIX = {
+    "cross_architecture/results/per_revision_mechinterp/": "0ce7e272",
+    "cross_architecture/results/": "d45ba5ef",
+    "results/": "2a5f1a50",
+}
+PAPER = "arXiv:2606.02378 (Xu 2026), When Do Attention Circuits Form?"
+
+
+class ReferenceFormatError(reader.ReferenceFormatError):
+    """A file in a reference folder does not have the author's format; the message names it."""
+
+
+# ---- tokens ----------------------------------------------------------------------------------
+
+_STEP = re.compile(r"^step(\d+)$")
+
+
+def tokens_from_revision(model: str, revision: str) -> float | None:
+    """Tokens seen at ``revision``, from its name, or None when the name does not say.
+
+    ``stepN-tokens23B`` (OLMo, OLMoE) -> 23e9 (headwatch.fixtures.panels.tokens_from_name);
+    ``stepN`` of a Pythia model -> N x 2,097,152.
+    """
+    tokens = tokens_from_name(revision)
+    if tokens is not None:
+        return tokens
+    m = _STEP.match(revision)
+    if m and "pythia" in model.lower():
+        return int(m.group(1)) * PYTHIA_TOKENS_PER_STEP
+    return None
+
+
+# ---- reading the author's files ---------------------------------------------------------------
+
+
+def _load_json(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            obj = json.load(f)
+    except json.JSONDecodeError as e:
+        raise ReferenceFormatError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(obj, dict):
+        raise ReferenceFormatError(f"{path}: expected a JSON object at the top level, got {type(obj).__name__}")
+    return obj
+
+
+def _require(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], path: Path) -> Any:
+    if key not in obj:
+        raise ReferenceFormatError(f"{path}: missing key {key!r}")
+    value = obj[key]
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        raise ReferenceFormatError(f"{path}: {key!r} should be {names}, got {type(value).__name__}")
+    return value
+
+
+def _finite(value: Any, where: str, path: Path) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ReferenceFormatError(f"{path}: {where} should be a finite number, got {value!r}")
+    return float(value)
+
+
+@dataclass
+class ScreenFile:
+    """One ``*_mechinterp_<revision>.json``."""
+
+    path: Path
+    model: str
+    revision: str
+    n_examples: int
+    n_examples_valid: int | None
+    label_threshold: float
+    selectivity: dict[str, dict[str, float]]
+    n_layers: int
+    n_heads: int
+
+
+@dataclass
+class TrajectoryFile:
+    """One ``*_phase1_trajectory.json``: PR of every head at every listed revision."""
+
+    path: Path
+    model: str
+    revisions: list[str]
+    tokens_b: list[float] | None
+    n_examples: int
+    seq_len: int | None
+    seed: int | None
+    dtype: str | None
+    head_dim: int
+    pr: dict[str, list[float]]
+
+
+@dataclass
+class AblationFile:
+    """One ``*_ablation*.json``: group ablations on one revision."""
+
+    path: Path
+    model: str
+    revision: str
+    n_examples: int | None
+    induction_threshold: float | None
+    results: list[dict[str, Any]]
+
+
+def read_screen(path: Path) -> ScreenFile:
+    """Parse and validate a per-revision screen."""
+    d = _load_json(path)
+    model = _require(d, "model", str, path)
+    revision = _require(d, "revision", str, path)
+    table = _require(d, "all_head_selectivity", dict, path)
+    if not table:
+        raise ReferenceFormatError(f"{path}: 'all_head_selectivity' is empty")
+    selectivity: dict[str, dict[str, float]] = {}
+    layers, heads = set(), set()
+    for key, sel in table.items():
+        try:
+            layer, head = parse_head_key(key)
+        except ValueError as e:
+            raise ReferenceFormatError(f"{path}: {e}") from None
+        if not isinstance(sel, dict):
+            raise ReferenceFormatError(f"{path}: selectivities of {key} should be an object")
+        missing = [c for c in HEAD_CLASSES if c not in sel]
+        if missing:
+            raise ReferenceFormatError(f"{path}: head {key} lacks classes {missing}")
+        selectivity[key] = {c: _finite(sel[c], f"{key}[{c!r}]", path) for c in HEAD_CLASSES}
+        layers.add(layer)
+        heads.add(head)
+    n_layers, n_heads = max(layers) + 1, max(heads) + 1
+    if len(selectivity) != n_layers * n_heads:
+        raise ReferenceFormatError(
+            f"{path}: {len(selectivity)} heads in 'all_head_selectivity', expected a full "
+            f"{n_layers} x {n_heads} grid"
+        )
+    return ScreenFile(
+        path=path,
+        model=model,
+        revision=revision,
+        n_examples=int(_require(d, "n_examples", int, path)),
+        n_examples_valid=d.get("n_examples_valid"),
+        label_threshold=float(d.get("selectivity_threshold", 30.0)),
+        selectivity=selectivity,
+        n_layers=n_layers,
+        n_heads=n_heads,
+    )
+
+
+def read_trajectory(path: Path) -> TrajectoryFile:
+    """Parse and validate a PR trajectory; every head needs one PR per listed revision."""
+    d = _load_json(path)
+    model = _require(d, "model", str, path)
+    revisions = _require(d, "revisions", list, path)
+    if not revisions or not all(isinstance(r, str) for r in revisions):
+        raise ReferenceFormatError(f"{path}: 'revisions' should be a non-empty list of names")
+    if len(set(revisions)) != len(revisions):
+        raise ReferenceFormatError(f"{path}: 'revisions' lists a revision twice")
+    tokens_b = d.get("ckpt_tokens_B")
+    if tokens_b is not None:
+        if not isinstance(tokens_b, list) or len(tokens_b) != len(revisions):
+            raise ReferenceFormatError(
+                f"{path}: 'ckpt_tokens_B' should list one number per revision ({len(revisions)})"
+            )
+        tokens_b = [_finite(t, "ckpt_tokens_B entry", path) for t in tokens_b]
+    pr_table = _require(d, "pr", dict, path)
+    pr: dict[str, list[float]] = {}
+    for key, values in pr_table.items():
+        try:
+            parse_head_key(key)
+        except ValueError as e:
+            raise ReferenceFormatError(f"{path}: {e}") from None
+        if not isinstance(values, list) or len(values) != len(revisions):
+            raise ReferenceFormatError(
+                f"{path}: PR of {key} should list one value per revision ({len(revisions)}), "
+                f"got {len(values) if isinstance(values, list) else type(values).__name__}"
+            )
+        pr[key] = [_finite(v, f"PR of {key}", path) for v in values]
+    return TrajectoryFile(
+        path=path,
+        model=model,
+        revisions=list(revisions),
+        tokens_b=tokens_b,
+        n_examples=int(_require(d, "n_examples", int, path)),
+        seq_len=d.get("seq_len"),
+        seed=d.get("seed"),
+        dtype=d.get("dtype"),
+        head_dim=int(_require(d, "head_dim", int, path)),
+        pr=pr,
+    )
+
+
+def read_ablation(path: Path) -> AblationFile:
+    """Parse and validate a group-ablation file."""
+    d = _load_json(path)
+    results = _require(d, "results", list, path)
+    for i, r in enumerate(results):
+        if not isinstance(r, dict):
+            raise ReferenceFormatError(f"{path}: results[{i}] should be an object")
+        for key in ("name", "loss", "acc_top1", "acc_top5", "mean_logit_B"):
+            if key not in r:
+                raise ReferenceFormatError(f"{path}: results[{i}] ({r.get('name', '?')}) lacks {key!r}")
+        if not isinstance(r.get("spec", {}), dict):
+            raise ReferenceFormatError(f"{path}: results[{i}].spec should map layer -> [heads]")
+    if not any(r["name"] == "baseline" for r in results):
+        raise ReferenceFormatError(f"{path}: no 'baseline' entry among the results")
+    return AblationFile(
+        path=path,
+        model=_require(d, "model", str, path),
+        revision=_require(d, "revision", str, path),
+        n_examples=d.get("n_examples"),
+        induction_threshold=d.get("induction_threshold"),
+        results=results,
+    )
+
+
+def _metrics(r: Mapping[str, Any], path: Path) -> TaskMetrics:
+    name = r["name"]
+    return TaskMetrics(
+        loss=_finite(r["loss"], f"{name}.loss", path),
+        top1=_finite(r["acc_top1"], f"{name}.acc_top1", path),
+        top5=_finite(r["acc_top5"], f"{name}.acc_top5", path),
+        mean_logit_target=_finite(r["mean_logit_B"], f"{name}.mean_logit_B", path),
+    )
+
+
+def _spec_heads(spec: Mapping[str, Any], where: str, path: Path) -> tuple[str, ...]:
+    heads = []
+    for layer, hs in spec.items():
+        if not str(layer).isdigit() or not isinstance(hs, list) or not all(isinstance(h, int) for h in hs):
+            raise ReferenceFormatError(f"{path}: {where}.spec should map layer numbers to lists of heads")
+        heads += [head_key(int(layer), h) for h in hs]
+    return tuple(sorted(heads, key=parse_head_key))
+
+
+def our_ablation_name(author_name: str) -> str:
+    """Our name for one of the author's ablation results (others keep their own name)."""
+    for pattern, ours in ABLATION_NAME_RULES:
+        if pattern.search(author_name):
+            return ours
+    return author_name
+
+
+# ---- assembling records -----------------------------------------------------------------------
+
+
+@dataclass
+class SourceInfo:
+    """Where a reference folder came from, stamped into every record's provenance."""
+
+    repository: str | None = None
+    commits_by_prefix: dict[str, str] = field(default_factory=dict)
+    paper: str | None = None
+
+    def commit_of(self, relpath: str) -> str | None:
+        best = max((p for p in self.commits_by_prefix if relpath.startswith(p)), key=len, default=None)
+        return self.commits_by_prefix.get(best) if best is not None else None
+
+
+#: The provenance of ../shared/reference (see its README).
+AUTHOR_SOURCE = SourceInfo(AUTHOR_REPOSITORY, dict(AUTHOR_COMMITS_BY_PREFIX), PAPER)
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _file_note(path: Path, root: Path, source: SourceInfo) -> dict[str, Any]:
+    rel = path.relative_to(root).as_posix()
+    note: dict[str, Any] = {"path": rel, "sha256": _sha256(path)}
+    commit = source.commit_of(rel)
+    if commit:
+        note["commit"] = commit
+    return note
+
+
+def discover(src: str | Path) -> tuple[list[Path], list[Path], list[Path]]:
+    """(screens, trajectories, ablations) under ``src``, searched recursively, sorted by path."""
+    root = Path(src)
+    if not root.is_dir():
+        raise ReferenceFormatError(f"reference folder {root} does not exist or is not a folder")
+    screens = sorted(root.rglob("*_mechinterp_*.json"))
+    trajectories = sorted(root.rglob("*_phase1_trajectory.json"))
+    ablations = sorted(root.rglob("*_ablation*.json"))
+    if not screens:
+        raise ReferenceFormatError(
+            f"no per-revision screens (*_mechinterp_*.json) under {root}: not a folder in the "
+            "author's format (docs/SPEC.md §9)"
+        )
+    return screens, trajectories, ablations
+
+
+def import_reference(
+    src: str | Path, source: SourceInfo | None = None
+) -> dict[str, list[MeasurementRecord]]:
+    """Read every model under ``src`` into records sorted by tokens seen, keyed by repo id.
+
+    A model's PR comes from its trajectory file at the matching revision name; its ablations
+    (and ``task``, the author's "baseline") from its ablation file, attached to the revision that
+    file names, or to the last revision when it names ``main``.
+    """
+    root = Path(src)
+    source = source or SourceInfo()
+    screen_paths, trajectory_paths, ablation_paths = discover(root)
+
+    screens: dict[str, dict[str, ScreenFile]] = {}
+    for p in screen_paths:
+        s = read_screen(p)
+        by_rev = screens.setdefault(s.model, {})
+        if s.revision in by_rev:
+            raise ReferenceFormatError(
+                f"two screens of {s.model} at revision {s.revision}: {by_rev[s.revision].path} and {p}"
+            )
+        by_rev[s.revision] = s
+
+    trajectories: dict[str, TrajectoryFile] = {}
+    for p in trajectory_paths:
+        t = read_trajectory(p)
+        if t.model in trajectories:
+            raise ReferenceFormatError(f"two PR trajectories of {t.model}: {trajectories[t.model].path} and {p}")
+        trajectories[t.model] = t
+
+    ablations: dict[str, AblationFile] = {}
+    for p in ablation_paths:
+        a = read_ablation(p)
+        if a.model in ablations:
+            raise ReferenceFormatError(f"two ablation files of {a.model}: {ablations[a.model].path} and {p}")
+        ablations[a.model] = a
+
+    for model in set(trajectories) | set(ablations):
+        if model not in screens:
+            orphan = (trajectories.get(model) or ablations[model]).path
+            raise ReferenceFormatError(f"{orphan}: model {model} has no per-revision screens in {root}")
+
+    return {
+        model: _model_records(model, by_rev, trajectories.get(model), ablations.get(model), root, source)
+        for model, by_rev in sorted(screens.items())
+    }
+
+
+def _model_records(
+    model: str,
+    screens: dict[str, ScreenFile],
+    trajectory: TrajectoryFile | None,
+    ablation: AblationFile | None,
+    root: Path,
+    source: SourceInfo,
+) -> list[MeasurementRecord]:
+    traj_index = {r: i for i, r in enumerate(trajectory.revisions)} if trajectory else {}
+    if trajectory:
+        missing = [r for r in trajectory.revisions if r not in screens]
+        if missing:
+            raise ReferenceFormatError(
+                f"{trajectory.path}: revisions {missing} have PR but no per-revision screen"
+            )
+
+    records: list[MeasurementRecord] = []
+    for revision, s in screens.items():
+        tokens = tokens_from_revision(model, revision)
+        tokens_rule = "from the revision name"
+        if tokens is None and trajectory and trajectory.tokens_b and revision in traj_index:
+            tokens = trajectory.tokens_b[traj_index[revision]] * 1e9
+            tokens_rule = "ckpt_tokens_B of the PR trajectory"
+        elif trajectory and trajectory.tokens_b and revision in traj_index:
+            # The name and the file must agree (to rounding: the file gives billions to about 3 decimals, sometimes truncated).
+            stated = trajectory.tokens_b[traj_index[revision]] * 1e9
+            if abs(stated - tokens) > max(0.01 * tokens, 1e6):
+                raise ReferenceFormatError(
+                    f"{trajectory.path}: ckpt_tokens_B says {stated:.4g} tokens at {revision}, the "
+                    f"revision name says {tokens:.4g}"
+                )
+        if tokens is None:
+            raise ReferenceFormatError(
+                f"{s.path}: cannot tell tokens seen at revision {revision!r} of {model} (no "
+                "'-tokensNB' suffix, not a Pythia step, and no ckpt_tokens_B for it)"
+            )
+        pr = None
+        if revision in traj_index:
+            assert trajectory is not None
+            i = traj_index[revision]
+            pr = {k: v[i] for k, v in trajectory.pr.items()}
+            if set(pr) != set(s.selectivity):
+                raise ReferenceFormatError(
+                    f"{trajectory.path}: PR heads do not match the screen's heads in {s.path}"
+                )
+            if trajectory.head_dim <= 0:
+                raise ReferenceFormatError(f"{trajectory.path}: head_dim should be positive")
+        provenance: dict[str, Any] = {
+            "source": "published",
+            "tokens_seen_rule": tokens_rule,
+            "screen_file": _file_note(s.path, root, source),
+            "screen_dtype": "not stated in the file (docs/SPEC.md §2: fp32, eager attention)",
+        }
+        if source.repository:
+            provenance["repository"] = source.repository
+        if source.paper:
+            provenance["paper"] = source.paper
+        if trajectory is not None:
+            provenance["pr_file"] = _file_note(trajectory.path, root, source)
+            provenance["pr_dtype"] = trajectory.dtype
+            provenance["pr_n_examples"] = trajectory.n_examples
+            if revision not in traj_index:
+                provenance["pr_missing"] = "revision not in the PR trajectory"
+        settings = ProbeSettings(
+            n_examples=s.n_examples,
+            seq_len=(trajectory.seq_len if trajectory and trajectory.seq_len else ProbeSettings.seq_len),
+            seed=(trajectory.seed if trajectory and trajectory.seed is not None else ProbeSettings.seed),
+            n_pr=trajectory.n_examples if trajectory else ProbeSettings.n_pr,
+            label_threshold=s.label_threshold,
+            ablation=False,
+        )
+        records.append(
+            MeasurementRecord(
+                model=model,
+                revision=revision,
+                tokens_seen=float(tokens),
+                n_layers=s.n_layers,
+                n_heads=s.n_heads,
+                # 0 = unknown: only the PR trajectory states the head dimension.
+                d_head=trajectory.head_dim if trajectory else 0,
+                all_head_selectivity=s.selectivity,
+                pr=pr,
+                settings=settings,
+                n_examples_valid=s.n_examples_valid,
+                provenance=provenance,
+            )
+        )
+    records.sort(key=lambda r: r.tokens_seen)
+    if len({r.tokens_seen for r in records}) != len(records):
+        raise ReferenceFormatError(f"two revisions of {model} have the same tokens seen")
+    if ablation is not None:
+        _attach_ablation(records, ablation, root, source)
+    return records
+
+
+def _attach_ablation(
+    records: list[MeasurementRecord], ablation: AblationFile, root: Path, source: SourceInfo
+) -> None:
+    by_rev = {r.revision: r for r in records}
+    note = _file_note(ablation.path, root, source)
+    if ablation.revision in by_rev:
+        target = by_rev[ablation.revision]
+    elif ablation.revision == "main":
+        # The author ran the OLMo ablation on `main`; the final screened revision stands for it.
+        target = records[-1]
+        note["revision_in_file"] = "main"
+        note["attached_to"] = f"{target.revision} (the last screened revision stands for 'main')"
+    else:
+        raise ReferenceFormatError(
+            f"{ablation.path}: ablation revision {ablation.revision!r} is not among the screened "
+            f"revisions of {ablation.model} ({', '.join(by_rev)})"
+        )
+    author_names: dict[str, str] = {}
+    results: list[AblationResult] = []
+    for r in ablation.results:
+        metrics = _metrics(r, ablation.path)
+        if r["name"] == "baseline":
+            target.task = metrics
+            continue
+        ours = our_ablation_name(r["name"])
+        if ours in author_names:
+            raise ReferenceFormatError(
+                f"{ablation.path}: both {author_names[ours]!r} and {r['name']!r} map to {ours!r}"
+            )
+        author_names[ours] = r["name"]
+        results.append(AblationResult(ours, _spec_heads(r.get("spec", {}), r["name"], ablation.path), metrics))
+    target.ablations = results
+    if target.settings is not None:
+        target.settings = dataclasses.replace(target.settings, ablation=True)
+    note["names"] = {ours: author for ours, author in author_names.items()}
+    note["relative_to"] = {k: v for k, v in ABLATION_RELATIVE_TO.items() if k in author_names}
+    note["n_examples"] = ablation.n_examples
+    target.provenance["ablation_file"] = note
+
+
+# ---- the converted copy in the repository -----------------------------------------------------
+
+
+def write_records(records_by_model: Mapping[str, Sequence[MeasurementRecord]], dest: str | Path) -> list[Path]:
+    """One JSON per (model, revision) under ``dest/<org--name>/<revision>.json``; returns the paths."""
+    dest = Path(dest)
+    written = []
+    for model, records in records_by_model.items():
+        folder = dest / model_slug(model)
+        if folder.exists():
+            shutil.rmtree(folder)  # a revision dropped from the source must not linger
+        for r in records:
+            path = folder / f"{r.revision}.json"
+            r.to_json(path)
+            written.append(path)
+    return written
+
+
+def convert(src: str | Path, dest: str | Path, source: SourceInfo | None = None) -> list[Path]:
+    """Import ``src`` and write it under ``dest`` with a PROVENANCE.md; returns the written paths."""
+    source = source or SourceInfo()
+    records = import_reference(src, source)
+    written = write_records(records, dest)
+    (Path(dest) / "PROVENANCE.md").write_text(provenance_markdown(src, records, source), encoding="utf-8")
+    return written
+
+
+def provenance_markdown(
+    src: str | Path, records: Mapping[str, Sequence[MeasurementRecord]], source: SourceInfo
+) -> str:
+    """The PROVENANCE.md written beside a converted copy."""
+    lines = [
+        "# Provenance of these measurement records",
+        "",
+        "Generated by `python tools/convert_reference.py convert SRC DEST`; do not edit",
+        "by hand: rerun the command on the source folder to regenerate this folder byte for byte.",
+        "",
+    ]
+    if source.paper:
+        lines += [f"- Paper: {source.paper}."]
+    if source.repository:
+        lines += [f"- Source repository: `{source.repository}`; commits by path (from the reference README):"]
+        lines += [f"  - `{p}`: {c}" for p, c in sorted(source.commits_by_prefix.items())]
+    lines += [
+        f"- Source folder at conversion: `{Path(src).name}` (the project's ../shared/reference); every record",
+        "  names its source files with their sha256 under `provenance`.",
+        "",
+        "## What was converted, and how",
+        "",
+        "- `all_head_selectivity` of each per-revision screen (`*_mechinterp_*.json`) is copied unchanged;",
+        "  the screens' `classifications` (top-45 summaries) are not converted: they are derived from it.",
+        "- `pr` comes from the PR trajectory (`*_phase1_trajectory.json`) at the same revision name. The",
+        "  author computed it on the first 500 examples in fp16 (docs/SPEC.md §3 says 2000 in the paper's text):",
+        "  `settings.n_pr` = 500 and `provenance.pr_dtype` = fp16 say so. `d_head` is the file's `head_dim`.",
+        "- `tokens_seen` (tokens, not billions): Pythia `stepN` x 2,097,152; OLMo from `stepN-tokensNB`.",
+        "- Ablations (`*_ablation*.json`) go on the revision the file names; the OLMo file names `main`,",
+        "  so they go on the last screened revision (step1454000-tokens3048B), noted in provenance.",
+        "  The author's `baseline` becomes `task`; result names map to ours:",
+        "  `ablate_induction_screen_>=50x (3h)` -> `induction_circuit`,",
+        "  `ablate_matched_random_same_layers` -> `matched_random`,",
+        "  `ablate_full_spec_layers (upper bound)` -> `circuit_layers`; the rest keep their own names.",
+        "- **Caveat**: the author's matched-random control (and the full-layers one) is matched to the",
+        "  top-45 set ranked by PR integral, not to the induction circuit as docs/SPEC.md §4 defines it. The causal",
+        "  verdict on these records says so.",
+        "- Not converted: `*_phase1_features.json` (integral, final/max/min PR per head: derived from `pr`).",
+        "",
+        "## Records",
+        "",
+        "| model | revisions | tokens (first -> last) | PR | ablations on |",
+        "|---|---|---|---|---|",
+    ]
+    for model, recs in records.items():
+        abl = [r.revision for r in recs if r.ablations]
+        has_pr = sum(r.pr is not None for r in recs)
+        lines.append(
+            f"| {model} | {len(recs)} | {recs[0].tokens_seen:.4g} -> {recs[-1].tokens_seen:.4g} | "
+            f"{has_pr}/{len(recs)} | {', '.join(abl) or '-'} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+# ---- command line -----------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python tools/convert_reference.py", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("convert", help="convert a folder of the author's files into measurement records")
+    c.add_argument("src", help="folder in the author's format, e.g. ../shared/reference")
+    c.add_argument("dest", help="output folder, e.g. fixtures/published")
+    c.add_argument(
+        "--not-author-source",
+        action="store_true",
+        help="do not stamp the author's repository and commits (for folders that are not ../shared/reference)",
+    )
+    args = parser.parse_args(argv)
+    try:
+        written = convert(args.src, args.dest, None if args.not_author_source else AUTHOR_SOURCE)
+    except ReferenceFormatError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote {len(written)} records and PROVENANCE.md under {args.dest}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
