@@ -17,57 +17,8 @@ from headwatch.fixtures.panels import load_panel
 from headwatch.fixtures.provider import Provider, ProviderOptions
 from headwatch.fixtures.realconfigs import REAL_MODELS, config_value, real_config, real_model
 from headwatch.fixtures.tiny import MINIATURE_SIZES, MINIATURES, miniature_config, miniature_model
-from headwatch.probes.architectures import attention_modules, head_geometry, out_proj_modules
-from headwatch.probes.capture import capturing
+from headwatch.probes.architectures import attention_modules, head_geometry
 from headwatch.probes.record import HEAD_CLASSES
-
-#: The parity bound of issue 16 (fp32, on every miniature).
-PARITY_BOUND = 1e-5
-
-
-def parity(model, tokens: torch.Tensor) -> dict[str, float]:
-    """Max |difference| of the capture pass against eager attention and out-projection hooks.
-
-    tokens: [B, T]. Returns the max abs difference of
-    ``rows_vs_eager`` (query-row attention [B, L, H, T] vs eager ``output_attentions``),
-    ``heads_vs_eager_hook`` (head outputs [B, L, H, D] vs an out-projection forward pre-hook on the
-    eager pass), ``heads_vs_capture_hook`` (the same hook on the capture pass itself) and
-    ``logits_vs_eager`` ([B, T, V]).
-    """
-    g = head_geometry(model)
-    B = tokens.shape[0]
-    hooked: dict[int, torch.Tensor] = {}
-
-    def hook_all():
-        return [proj.register_forward_pre_hook(lambda _m, args, i=i: hooked.__setitem__(i, args[0][:, -1].clone()))
-                for i, proj in enumerate(out_proj_modules(model))]
-
-    def stacked_hooks() -> torch.Tensor:
-        return torch.stack([hooked[l].view(B, g.n_heads, g.d_head) for l in range(g.n_layers)], dim=1)
-
-    previous = model.config._attn_implementation
-    model.set_attn_implementation("eager")
-    handles = hook_all()
-    with torch.no_grad():
-        eager = model(tokens, output_attentions=True)
-    for h in handles:
-        h.remove()
-    eager_hooks = stacked_hooks()
-    hooked.clear()
-    handles = hook_all()
-    with torch.no_grad(), capturing(model) as recorder:
-        logits = model(tokens).logits
-    for h in handles:
-        h.remove()
-    model.set_attn_implementation(previous)
-    rows, outputs = recorder.stacked(g.n_layers)
-    eager_rows = torch.stack([a[:, :, -1, :] for a in eager.attentions], dim=1)
-    return {
-        "rows_vs_eager": float((rows - eager_rows).abs().max()),
-        "heads_vs_eager_hook": float((outputs - eager_hooks).abs().max()),
-        "heads_vs_capture_hook": float((outputs - stacked_hooks()).abs().max()),
-        "logits_vs_eager": float((logits - eager.logits).abs().max()),
-    }
 
 
 def probe_tokens(n: int = 3, seq_len: int = 64) -> torch.Tensor:
@@ -122,15 +73,12 @@ def test_published_flags_are_live_in_the_modules():
 
 
 @pytest.mark.parametrize("name", MINIATURES)
-def test_capture_parity_on_each_miniature(name):
-    model = miniature_model(name, seed=1)
-    diffs = parity(model, probe_tokens())
-    for quantity in ("rows_vs_eager", "heads_vs_eager_hook", "heads_vs_capture_hook"):
-        assert diffs[quantity] <= PARITY_BOUND, (name, quantity, diffs)
-    assert diffs["logits_vs_eager"] <= 1e-4, (name, diffs)
+def test_capture_parity_on_each_miniature(name, capture_parity):
+    """Rows and head outputs <= 1e-5 of the eager references, logits <= 1e-4 (tests/conftest.py)."""
+    capture_parity(miniature_model(name, seed=1), probe_tokens()).assert_within()
 
 
-def test_capture_parity_with_qkv_clipping_engaged():
+def test_capture_parity_with_qkv_clipping_engaged(capture_parity):
     """OLMo's clip_qkv only bites on large activations: scale q/k/v until about 15% of q passes 8.
 
     Attention rows stay within the absolute bound. Head outputs are compared relative to their
@@ -145,17 +93,14 @@ def test_capture_parity_with_qkv_clipping_engaged():
             for proj in (attn.q_proj, attn.k_proj, attn.v_proj):
                 proj.weight.mul_(25.0)
             attn.q_proj.register_forward_hook(lambda _m, _a, out: pre_clip.append(out.detach().clone()))
-    tokens = probe_tokens()
-    diffs = parity(model, tokens)
+    parity = capture_parity(model, probe_tokens())
     clipped = torch.cat([x.flatten() for x in pre_clip]).abs().gt(8.0).float().mean()
     assert clipped > 0.05, f"clipping not engaged ({float(clipped):.3f} of q above 8)"
-    with torch.no_grad(), capturing(model) as recorder:
-        model(tokens)
-    scale = float(recorder.stacked(head_geometry(model).n_layers)[1].abs().max())
+    scale = parity.head_output_scale
     assert scale > 1.0  # clamped values, far above random-init size
-    assert diffs["rows_vs_eager"] <= PARITY_BOUND, diffs
-    assert diffs["heads_vs_eager_hook"] <= PARITY_BOUND * scale, (diffs, scale)
-    assert diffs["heads_vs_capture_hook"] == 0.0, diffs
+    assert parity.rows_vs_eager <= parity.bound, parity
+    assert parity.heads_vs_eager_hook <= parity.bound * scale, parity  # relative to the outputs' size
+    assert parity.heads_vs_capture_hook == 0.0, parity
 
 
 # ---- the whole pipeline on each miniature -----------------------------------------------------------
