@@ -1,19 +1,25 @@
 """Helpers shared by the files in tests/ (pytest loads this file by path; nothing imports it).
 
-``capture_parity``: the one parity check of the capture pass, used by ``test_capture.py`` (the tiny
-models of every architecture) and ``test_miniatures.py`` (the config-faithful miniatures of the
-paper's models).
+- ``capture_parity``: the one parity check of the capture pass, used by ``test_capture.py`` (the
+  tiny models of every architecture) and ``test_miniatures.py`` (the config-faithful miniatures of
+  the paper's models).
+- ``measure_step0``: a saved miniature measured the way the suite measures any local checkpoint,
+  used by ``test_miniatures.py`` and ``test_memory.py``.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 import pytest
 import torch
 
+from headwatch.fixtures.panels import load_panel
+from headwatch.fixtures.provider import Provider, ProviderOptions
 from headwatch.probes.architectures import head_geometry, out_proj_modules
 from headwatch.probes.capture import capturing
+from headwatch.probes.record import MeasurementRecord
 
 #: The parity bound (float32) on attention rows and head outputs: issue 16, every architecture.
 PARITY_BOUND = 1e-5
@@ -91,3 +97,33 @@ def capture_parity(model, tokens: torch.Tensor) -> CaptureParity:
 def capture_parity_fixture():
     """:func:`capture_parity` (a test file cannot import this conftest under importlib mode)."""
     return capture_parity
+
+
+#: Probe settings for the miniatures: the paper's token range (ids 100-9999, which the real
+#: vocabulary holds), 12 examples of 64 tokens.
+MINIATURE_PROBE = """
+[models.probe]
+n_examples = 12
+seq_len = 64
+vocab_lo = 100
+vocab_hi = 10000
+n_pr = 12
+batch_size = 6
+"""
+
+
+def measure_step0(folder: Path, cache_dir: Path) -> MeasurementRecord:
+    """The record of the checkpoint saved in ``folder/step0``, measured on the CPU through a
+    one-model local panel (written beside ``cache_dir``) by a fresh session caching in ``cache_dir``."""
+    panel = cache_dir.with_suffix(".toml")
+    panel.write_text(f'[[models]]\nname = "{folder.name}"\nrepo = "{folder}"\nsource = "local"\n'
+                     f'revisions = ["step0"]\ntokens = {{ per_step = 1 }}\n{MINIATURE_PROBE}')
+    session = Provider(ProviderOptions(cache_dir=cache_dir, device="cpu", progress=False))
+    (record,) = session.model_records(load_panel(panel).models[0])
+    return record
+
+
+@pytest.fixture(name="measure_step0")
+def measure_step0_fixture():
+    """:func:`measure_step0`."""
+    return measure_step0

@@ -12,8 +12,6 @@ import pytest
 import torch
 
 from headwatch.fixtures import loading, memory
-from headwatch.fixtures.panels import load_panel
-from headwatch.fixtures.provider import Provider, ProviderOptions
 from headwatch.fixtures.realconfigs import real_config
 from headwatch.fixtures.tiny import miniature_config, miniature_model
 from headwatch.probes.upcast import compute_layer_by_layer, upcast_blocks
@@ -78,31 +76,11 @@ def test_memory_limit_from_the_environment(monkeypatch):
 # ---- the OLMoE miniature under a low limit ------------------------------------------------------------
 
 
-PROBE = """
-[models.probe]
-n_examples = 12
-seq_len = 64
-vocab_lo = 100
-vocab_hi = 10000
-n_pr = 12
-batch_size = 6
-"""
-
-
 @pytest.fixture(scope="module")
 def olmoe_folder(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("olmoe-mini")
     miniature_model("olmoe-1b-7b-0924", seed=5, dtype="stored").save_pretrained(root / "step0")
     return root
-
-
-def measure_olmoe(folder: Path, tmp_path: Path, cache: str):
-    panel = tmp_path / "olmoe.toml"
-    panel.write_text(f'[[models]]\nname = "olmoe-mini"\nrepo = "{folder}"\nsource = "local"\n'
-                     f'revisions = ["step0"]\ntokens = {{ per_step = 1 }}\n{PROBE}')
-    session = Provider(ProviderOptions(cache_dir=tmp_path / cache, device="cpu", progress=False))
-    (record,) = session.model_records(load_panel(panel).models[0])
-    return record
 
 
 def limits() -> tuple[int, int]:
@@ -114,13 +92,13 @@ def limits() -> tuple[int, int]:
     return layered, direct
 
 
-def test_low_limit_gives_layer_by_layer_float32_with_identical_numbers(olmoe_folder, tmp_path, monkeypatch):
+def test_low_limit_gives_layer_by_layer_float32_with_identical_numbers(olmoe_folder, tmp_path, monkeypatch, measure_step0):
     monkeypatch.delenv("HEADWATCH_MEMORY_LIMIT", raising=False)
-    full = measure_olmoe(olmoe_folder, tmp_path, "plain")
+    full = measure_step0(olmoe_folder, tmp_path / "plain")
     assert "memory_plan" not in full.provenance and full.provenance["dtype"] == "float32"
     layered, direct = limits()
     monkeypatch.setenv("HEADWATCH_MEMORY_LIMIT", str((layered + direct) // 2))
-    low = measure_olmoe(olmoe_folder, tmp_path, "low")
+    low = measure_step0(olmoe_folder, tmp_path / "low")
     assert low.provenance["memory_plan"].startswith("layer-by-layer")
     assert (low.provenance["dtype"], low.provenance["weights_dtype"]) == ("float32", "bfloat16")
     # bfloat16 -> float32 is exact: every number and the weights hash are the float32 load's, bit for bit
@@ -150,7 +128,7 @@ def test_at_most_one_block_is_float32_at_a_time(olmoe_folder):
     assert all(p.dtype == torch.bfloat16 for p in model.parameters())  # put back after each block
 
 
-def test_too_low_limit_refuses_before_reading_weights(olmoe_folder, tmp_path, monkeypatch):
+def test_too_low_limit_refuses_before_reading_weights(olmoe_folder, tmp_path, monkeypatch, measure_step0):
     from transformers import AutoModelForCausalLM
 
     def no_load(*a, **k):
@@ -160,20 +138,20 @@ def test_too_low_limit_refuses_before_reading_weights(olmoe_folder, tmp_path, mo
     layered, _ = limits()
     monkeypatch.setenv("HEADWATCH_MEMORY_LIMIT", str(layered - (1 << 20)))
     with pytest.raises(memory.NotEnoughMemory) as e:
-        measure_olmoe(olmoe_folder, tmp_path, "refused")
+        measure_step0(olmoe_folder, tmp_path / "refused")
     msg = str(e.value)
     assert "stored in bfloat16" in msg and "--dtype bfloat16" in msg and "layer by layer" in msg
     assert isinstance(e.value, loading.LoadingError)  # reported like every other loading problem
 
 
-def test_upcast_on_device_plan_gives_identical_numbers(olmoe_folder, tmp_path, monkeypatch):
+def test_upcast_on_device_plan_gives_identical_numbers(olmoe_folder, tmp_path, monkeypatch, measure_step0):
     """The GPU plan (bfloat16 on the host, cast to float32 on the device), run here with the CPU as
     the device: the same numbers and weights hash as a float32 load."""
     monkeypatch.delenv("HEADWATCH_MEMORY_LIMIT", raising=False)
-    full = measure_olmoe(olmoe_folder, tmp_path, "plain")
+    full = measure_step0(olmoe_folder, tmp_path / "plain")
     plan = memory.MemoryPlan("upcast-on-device", "bfloat16", "float32", 0, None, "loaded in bfloat16, cast on cpu")
     monkeypatch.setattr(loading, "memory_plan", lambda *a, **k: plan)
-    cast = measure_olmoe(olmoe_folder, tmp_path, "cast")
+    cast = measure_step0(olmoe_folder, tmp_path / "cast")
     assert cast.provenance["memory_plan"].startswith("upcast-on-device")
     assert cast.all_head_selectivity == full.all_head_selectivity and cast.pr == full.pr and cast.task == full.task
     assert cast.provenance["weights_hash"] == full.provenance["weights_hash"]

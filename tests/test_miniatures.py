@@ -13,8 +13,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from headwatch.fixtures.panels import load_panel
-from headwatch.fixtures.provider import Provider, ProviderOptions
 from headwatch.fixtures.realconfigs import REAL_MODELS, config_value, real_config, real_model
 from headwatch.fixtures.tiny import MINIATURE_SIZES, MINIATURES, miniature_config, miniature_model
 from headwatch.probes.architectures import attention_modules, head_geometry
@@ -106,17 +104,6 @@ def test_capture_parity_with_qkv_clipping_engaged(capture_parity):
 # ---- the whole pipeline on each miniature -----------------------------------------------------------
 
 
-PROBE = """
-[models.probe]
-n_examples = 12
-seq_len = 64
-vocab_lo = 100
-vocab_hi = 10000
-n_pr = 12
-batch_size = 6
-"""
-
-
 @pytest.fixture(scope="module")
 def miniature_folders(tmp_path_factory) -> Path:
     """Each miniature saved in its stored dtype as a local panel folder ``<name>/step0``."""
@@ -127,15 +114,8 @@ def miniature_folders(tmp_path_factory) -> Path:
 
 
 @pytest.mark.parametrize("name", MINIATURES)
-def test_whole_measure_pipeline_on_each_miniature(name, miniature_folders, tmp_path):
-    panel = tmp_path / "mini.toml"
-    panel.write_text(
-        f'[[models]]\nname = "{name}"\nrepo = "{miniature_folders / name}"\nsource = "local"\n'
-        f'revisions = ["step0"]\ntokens = {{ per_step = 1 }}\n{PROBE}'
-    )
-    pm = load_panel(panel).models[0]
-    session = Provider(ProviderOptions(cache_dir=tmp_path / "c", device="cpu", progress=False))
-    (record,) = session.model_records(pm)
+def test_whole_measure_pipeline_on_each_miniature(name, miniature_folders, tmp_path, measure_step0):
+    record = measure_step0(miniature_folders / name, tmp_path / "c")  # tests/conftest.py: 12 examples
     g = head_geometry(miniature_model(name))
     assert (record.n_layers, record.n_heads, record.d_head) == (g.n_layers, g.n_heads, g.d_head)
     assert set(record.all_head_selectivity) == set(record.pr) == set(record.heads())
