@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -59,7 +60,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--n-examples", type=int, default=None, metavar="N",
                    help="examples in the induction batch (default: the panel's; must match what the claims read)")
     p.add_argument("--cpus-per-task", type=int, default=None, metavar="N",
-                   help="CPUs (torch threads) per task on Ray and Slurm (default: 1 on Ray, 4 on Slurm)")
+                   help="CPUs (torch threads) per task on Ray and Slurm (default: 1 on Ray, 4 on Slurm, this "
+                        "machine's cores / --workers for submitit-local)")
     p.add_argument("--gpus-per-task", type=int, default=None, metavar="N",
                    help="GPUs per task on Ray and Slurm (default: Ray 1 if the cluster has GPUs and --device is "
                         "not cpu, else 0; Slurm 1, 0 with --device cpu)")
@@ -103,10 +105,13 @@ def build_executor(args: argparse.Namespace, log_dir: Path):
         return RayExecutor(address=args.address, workers=args.workers, cpus_per_task=float(args.cpus_per_task or 1),
                            gpus_per_task=args.gpus_per_task, retries=args.retries)
     gpus = args.gpus_per_task if args.gpus_per_task is not None else (0 if args.device == "cpu" else 1)
+    local = args.executor == "submitit-local"
+    # Slurm: 4 CPUs a task; this machine: its cores shared by the tasks at a time
+    cpus = args.cpus_per_task or (max(1, (os.cpu_count() or 1) // (args.workers or 1)) if local else 4)
     return SlurmArray(folder=log_dir / "submitit", workers=args.workers, partition=args.slurm_partition,
-                      time_min=args.slurm_time_min, mem_gb=args.slurm_mem_gb, cpus_per_task=args.cpus_per_task or 4,
+                      time_min=args.slurm_time_min, mem_gb=args.slurm_mem_gb, cpus_per_task=cpus,
                       gpus_per_task=gpus, setup=list(args.slurm_setup), extra=_slurm_options(args.slurm_option),
-                      retries=args.retries, local=args.executor == "submitit-local",
+                      retries=args.retries, local=local,
                       name=args.executor)
 
 

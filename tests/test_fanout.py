@@ -254,3 +254,22 @@ def test_pytest_claims_read_a_record_folder_without_measuring(record_folder, tin
     assert out.returncode in (0, 1), out.stdout[-3000:] + out.stderr[-3000:]
     assert "4 reference" in out.stdout and "computed" not in out.stdout.split("headwatch measurements")[-1]
     assert not (tmp_path / "empty" / "measurements").exists() or not entries(tmp_path / "empty")
+
+
+def test_organisms_are_trained_first_once_and_the_plan_says_so(tmp_path, monkeypatch):
+    """The plan hands missing organisms to the training entry point before any task (stubbed here:
+    the real training is tests/test_organisms.py's)."""
+    from headwatch.fixtures import fanout
+    from headwatch.fixtures import organisms
+    from headwatch.fixtures.organisms import runner
+
+    calls = []
+    monkeypatch.setattr(organisms, "missing_jobs",
+                        lambda triples: [runner.TrainingJob(f, s, Path(c)) for f, s, c in triples if f == "olmo"])
+    monkeypatch.setattr(runner, "train_in_subprocesses", lambda jobs, **kw: calls.append([j.name for j in jobs]))
+    lines = []
+    models = load_panel("organisms").models
+    trained = fanout.train_missing_organisms(models, ProviderOptions(organisms_cache_dir=str(tmp_path)), lines.append)
+    assert trained == ["olmo seed 0"] and calls == [["olmo seed 0"]]
+    assert lines[0].startswith(f"training 1 organism(s) first, once, into {tmp_path}: olmo seed 0")
+    assert "organisms trained first (once, before any task): olmo seed 0" in fanout.Plan(trained=trained).describe()
