@@ -84,6 +84,8 @@ def run(args: argparse.Namespace) -> int:
                      tokens_seen=args.tokens_seen)
     record.provenance.update(weights_hash=checkpoint.weights_hash, identity=resolved.identity,
                              commit=resolved.commit, load_seconds=round(checkpoint.load_seconds, 3))
+    if checkpoint.plan is not None:
+        record.provenance.update(checkpoint.plan.provenance())
     record.to_json(args.out)
     circuit = [a.heads for a in record.ablations if a.name == "induction_circuit"]
     print(f"wrote {args.out}: {record.n_layers}x{record.n_heads} heads, top-1 {record.task.top1:.3f}, "

@@ -1,11 +1,12 @@
 """Where headwatch keeps what it computes: one function decides every default folder.
 
-- ``$HEADWATCH_CACHE_DIR`` (measurements) and ``$HEADWATCH_ORGANISMS_CACHE`` (organism checkpoints)
-  win when set;
+- ``$HEADWATCH_CACHE_DIR`` (measurements), ``$HEADWATCH_ORGANISMS_CACHE`` (organism checkpoints) and
+  ``$HEADWATCH_FULL_SIZE_CACHE`` (the full-size random-init checkpoints ``benchmarks/full_size.py``
+  builds, ~21 GB for all three) win when set;
 - run from a source checkout (an editable install of the repository), the repository's own
-  ``.cache/headwatch`` and ``.cache/organisms`` (gitignored);
+  ``.cache/headwatch``, ``.cache/organisms`` and ``.cache/full-size`` (gitignored);
 - an installed wheel never writes into site-packages: ``$XDG_CACHE_HOME/headwatch`` (default
-  ``~/.cache/headwatch``) and its ``organisms/`` sub-folder.
+  ``~/.cache/headwatch``) and its ``organisms/`` and ``full-size/`` sub-folders.
 
 The measurement cache's lock files are the exception: they live on this host only
 (:func:`host_lock_dir`), never beside the entries on a filesystem other machines share.
@@ -17,7 +18,10 @@ import tempfile
 from pathlib import Path
 
 #: Environment variable that overrides each default folder.
-ENV = {"measurements": "HEADWATCH_CACHE_DIR", "organisms": "HEADWATCH_ORGANISMS_CACHE"}
+ENV = {"measurements": "HEADWATCH_CACHE_DIR", "organisms": "HEADWATCH_ORGANISMS_CACHE",
+       "full-size": "HEADWATCH_FULL_SIZE_CACHE"}
+#: The folder of each kind inside a checkout's ``.cache/``.
+CHECKOUT_FOLDER = {"measurements": "headwatch", "organisms": "organisms", "full-size": "full-size"}
 
 
 def source_checkout() -> Path | None:
@@ -33,7 +37,7 @@ def source_checkout() -> Path | None:
 
 
 def default_cache_dir(kind: str = "measurements") -> Path:
-    """The default folder for ``kind``: "measurements" (the headwatch cache) or "organisms"."""
+    """The default folder for ``kind``: "measurements" (the headwatch cache), "organisms" or "full-size"."""
     if kind not in ENV:
         raise ValueError(f"unknown cache kind {kind!r}; one of {', '.join(ENV)}")
     env = os.environ.get(ENV[kind])
@@ -41,9 +45,9 @@ def default_cache_dir(kind: str = "measurements") -> Path:
         return Path(env).expanduser()
     checkout = source_checkout()
     if checkout is not None:
-        return checkout / ".cache" / ("headwatch" if kind == "measurements" else "organisms")
+        return checkout / ".cache" / CHECKOUT_FOLDER[kind]
     user = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "headwatch"
-    return user if kind == "measurements" else user / "organisms"
+    return user if kind == "measurements" else user / kind
 
 
 #: Environment variable naming the folder of this host's lock files (default: under the temp folder).

@@ -21,13 +21,18 @@ class ArchSpec:
     out_proj: str  # output projection, relative to the attention block
     n_heads_attr: str = "num_attention_heads"
     n_layers_attr: str = "num_hidden_layers"
+    #: Mixture-of-experts models: the experts module, relative to one layer, and the config
+    #: attributes giving the expert count and experts per token (a token runs top_k of n experts).
+    experts: str | None = None
+    n_experts_attr: str = "num_experts"
+    top_k_attr: str = "num_experts_per_tok"
 
 
 ARCHITECTURES: dict[str, ArchSpec] = {
     "gpt_neox": ArchSpec(layers="gpt_neox.layers", attention="attention", out_proj="dense"),
     "olmo": ArchSpec(layers="model.layers", attention="self_attn", out_proj="o_proj"),
     "olmo2": ArchSpec(layers="model.layers", attention="self_attn", out_proj="o_proj"),
-    "olmoe": ArchSpec(layers="model.layers", attention="self_attn", out_proj="o_proj"),
+    "olmoe": ArchSpec(layers="model.layers", attention="self_attn", out_proj="o_proj", experts="mlp.experts"),
     "llama": ArchSpec(layers="model.layers", attention="self_attn", out_proj="o_proj"),
 }
 
@@ -73,3 +78,40 @@ def out_proj_modules(model: nn.Module) -> list[nn.Module]:
     """Output projection of every layer; its input [.., n_heads * d_head] holds the head outputs."""
     spec = arch_spec(model)
     return [attn.get_submodule(spec.out_proj) for attn in attention_modules(model)]
+
+
+@dataclass(frozen=True)
+class ParameterCounts:
+    """Parameter counts of a model (works on a meta-device model: nothing is allocated).
+
+    ``active_non_embedding`` counts what one token's forward pass multiplies by: every parameter
+    outside the input and output embeddings, with expert weights scaled by top_k / n_experts.
+    """
+
+    total: int
+    embedding: int
+    non_embedding: int
+    active_non_embedding: int
+
+    def flop_floor(self, tokens: int) -> float:
+        """2 x active non-embedding parameters x tokens: the matmul FLOPs a forward pass cannot avoid."""
+        return 2.0 * self.active_non_embedding * tokens
+
+
+def parameter_counts(model: nn.Module) -> ParameterCounts:
+    spec = arch_spec(model)
+    params = dict(model.named_parameters())  # shared (tied) parameters appear once
+    total = sum(p.numel() for p in params.values())
+    embeddings = {id(m.weight) for m in (model.get_input_embeddings(), model.get_output_embeddings()) if m is not None}
+    embedding = sum(p.numel() for p in params.values() if id(p) in embeddings)
+    expert = 0
+    if spec.experts is not None:
+        cfg = model.config
+        share = getattr(cfg, spec.top_k_attr) / getattr(cfg, spec.n_experts_attr)
+        expert_ids = {id(p) for layer in model.get_submodule(spec.layers)
+                      for p in layer.get_submodule(spec.experts).parameters()}
+        expert = sum(p.numel() for p in params.values() if id(p) in expert_ids)
+    else:
+        share = 1.0
+    non_embedding = total - embedding
+    return ParameterCounts(total, embedding, non_embedding, round(non_embedding - expert + expert * share))

@@ -1,0 +1,129 @@
+"""Helpers shared by the files in tests/ (pytest loads this file by path; nothing imports it).
+
+- ``capture_parity``: the one parity check of the capture pass, used by ``test_capture.py`` (the
+  tiny models of every architecture) and ``test_miniatures.py`` (the config-faithful miniatures of
+  the paper's models).
+- ``measure_step0``: a saved miniature measured the way the suite measures any local checkpoint,
+  used by ``test_miniatures.py`` and ``test_memory.py``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+import torch
+
+from headwatch.fixtures.panels import load_panel
+from headwatch.fixtures.provider import Provider, ProviderOptions
+from headwatch.probes.architectures import head_geometry, out_proj_modules
+from headwatch.probes.capture import capturing
+from headwatch.probes.record import MeasurementRecord
+
+#: The parity bound (float32) on attention rows and head outputs: issue 16, every architecture.
+PARITY_BOUND = 1e-5
+#: Logits pass through every later layer and the head: a looser bound.
+LOGITS_BOUND = 1e-4
+
+
+@dataclass(frozen=True)
+class CaptureParity:
+    """Max |difference| of the capture pass against the eager references, on one batch."""
+
+    bound: ClassVar[float] = PARITY_BOUND
+    #: Query-row attention [B, L, H, T] vs eager ``output_attentions``.
+    rows_vs_eager: float
+    #: Head outputs [B, L, H, D] vs an out-projection forward pre-hook on the eager pass.
+    heads_vs_eager_hook: float
+    #: Head outputs vs the same hook on the capture pass itself.
+    heads_vs_capture_hook: float
+    #: Logits [B, T, V] of the capture pass vs the eager pass.
+    logits_vs_eager: float
+    #: Shape of the captured rows, [B, L, H, T].
+    rows_shape: tuple[int, ...]
+    #: max |head output| of the capture pass (what a head-output difference is relative to).
+    head_output_scale: float
+
+    def assert_within(self) -> None:
+        """Rows and head outputs within ``bound``, logits within ``LOGITS_BOUND``."""
+        for name in ("rows_vs_eager", "heads_vs_eager_hook", "heads_vs_capture_hook"):
+            assert getattr(self, name) <= self.bound, (name, self)
+        assert self.logits_vs_eager <= LOGITS_BOUND, self
+
+
+def capture_parity(model, tokens: torch.Tensor) -> CaptureParity:
+    """Run ``model`` on ``tokens`` [B, T] eagerly (``output_attentions``, out-projection hooks) and
+    through ``capturing``, and compare; the model's attention implementation is restored."""
+    g = head_geometry(model)
+    B = tokens.shape[0]
+    hooked: dict[int, torch.Tensor] = {}
+
+    def hook_all():
+        return [proj.register_forward_pre_hook(lambda _m, args, i=i: hooked.__setitem__(i, args[0][:, -1].clone()))
+                for i, proj in enumerate(out_proj_modules(model))]
+
+    def stacked_hooks() -> torch.Tensor:
+        return torch.stack([hooked[l].view(B, g.n_heads, g.d_head) for l in range(g.n_layers)], dim=1)
+
+    previous = model.config._attn_implementation
+    model.set_attn_implementation("eager")
+    handles = hook_all()
+    with torch.no_grad():
+        eager = model(tokens, output_attentions=True)
+    for h in handles:
+        h.remove()
+    eager_hooks = stacked_hooks()
+    hooked.clear()
+    handles = hook_all()
+    with torch.no_grad(), capturing(model) as recorder:
+        logits = model(tokens).logits
+    for h in handles:
+        h.remove()
+    model.set_attn_implementation(previous)
+    rows, outputs = recorder.stacked(g.n_layers)
+    eager_rows = torch.stack([a[:, :, -1, :] for a in eager.attentions], dim=1)
+    return CaptureParity(
+        rows_vs_eager=float((rows - eager_rows).abs().max()),
+        heads_vs_eager_hook=float((outputs - eager_hooks).abs().max()),
+        heads_vs_capture_hook=float((outputs - stacked_hooks()).abs().max()),
+        logits_vs_eager=float((logits - eager.logits).abs().max()),
+        rows_shape=tuple(rows.shape),
+        head_output_scale=float(outputs.abs().max()),
+    )
+
+
+@pytest.fixture(name="capture_parity")
+def capture_parity_fixture():
+    """:func:`capture_parity` (a test file cannot import this conftest under importlib mode)."""
+    return capture_parity
+
+
+#: Probe settings for the miniatures: the paper's token range (ids 100-9999, which the real
+#: vocabulary holds), 12 examples of 64 tokens.
+MINIATURE_PROBE = """
+[models.probe]
+n_examples = 12
+seq_len = 64
+vocab_lo = 100
+vocab_hi = 10000
+n_pr = 12
+batch_size = 6
+"""
+
+
+def measure_step0(folder: Path, cache_dir: Path) -> MeasurementRecord:
+    """The record of the checkpoint saved in ``folder/step0``, measured on the CPU through a
+    one-model local panel (written beside ``cache_dir``) by a fresh session caching in ``cache_dir``."""
+    panel = cache_dir.with_suffix(".toml")
+    panel.write_text(f'[[models]]\nname = "{folder.name}"\nrepo = "{folder}"\nsource = "local"\n'
+                     f'revisions = ["step0"]\ntokens = {{ per_step = 1 }}\n{MINIATURE_PROBE}')
+    session = Provider(ProviderOptions(cache_dir=cache_dir, device="cpu", progress=False))
+    (record,) = session.model_records(load_panel(panel).models[0])
+    return record
+
+
+@pytest.fixture(name="measure_step0")
+def measure_step0_fixture():
+    """:func:`measure_step0`."""
+    return measure_step0

@@ -1,0 +1,627 @@
+"""The network path against a Hub-protocol server on loopback, with the real huggingface_hub client.
+
+``HubServer`` (below, test-only) serves a few repos with branches the way the Hub does, as far as
+huggingface_hub (2.x) and transformers (5.x) use it:
+
+- ``GET /api/models/{repo}/refs``: branches and tags (``list_repo_refs``);
+- ``GET /api/models/{repo}/tree/{revision}``: the file list (``list_repo_files``);
+- ``GET /api/models/{repo}/revision/{revision}``: repo info at a revision (``snapshot_download``);
+- ``HEAD``/``GET /{repo}/resolve/{revision}/{file}``: a small file answers 200 with ``ETag`` (its git
+  blob id), ``X-Repo-Commit`` and ``Content-Length``; a ``.safetensors`` file (an LFS file on the
+  Hub) answers 302 to a second origin (the "CDN") with ``X-Linked-Etag`` (its sha256),
+  ``X-Linked-Size`` and ``X-Repo-Commit``; the CDN serves ``Range`` requests (206);
+- errors with the Hub's ``X-Error-Code`` (``RepoNotFound``, ``RevisionNotFound``, ``EntryNotFound``).
+
+It is stdlib ``http.server`` in threads, bound to 127.0.0.1 only: no package serves Hub repos with
+branches offline (``olah`` mirrors an upstream Hub; ``pytest-httpserver`` would still need every
+endpoint written as a handler, and its WSGI layer hides the socket that the fault tests cut).
+Every connection is HTTP/1.0 (one request each), so a stopped server is really gone. Bounded: it
+stops itself after ``lifetime_s`` or ``max_requests``, and a stalled response waits at most
+``stall_s``. huggingface_hub reads ``HF_ENDPOINT`` at import, so in-process tests point its
+constants at the server (fixture ``endpoint``); the subprocess tests set only ``HF_ENDPOINT``.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import SimpleNamespace
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import pytest
+
+from headwatch.fixtures import loading
+from headwatch.fixtures.hubcache import cached_revisions, repo_folder
+from headwatch.fixtures.panels import load_panel
+from headwatch.fixtures.provider import Provider, ProviderOptions
+
+# ---- the server ------------------------------------------------------------------------------------
+
+
+@dataclass
+class HubRepo:
+    """A repo: branch -> commit, and the files of each commit."""
+
+    repo_id: str
+    branches: dict[str, str]
+    files: dict[str, dict[str, bytes]]  # commit -> {path: content}
+
+    @classmethod
+    def from_folders(cls, repo_id: str, folders: dict[str, Path], aliases: dict[str, str] | None = None) -> "HubRepo":
+        """One commit per branch from a ``save_pretrained`` folder; ``aliases`` name more branches."""
+        branches, files = {}, {}
+        for branch, folder in folders.items():
+            content = {p.name: p.read_bytes() for p in sorted(Path(folder).iterdir()) if p.is_file()}
+            digest = hashlib.sha1(f"{repo_id}@{branch}".encode())
+            for name, data in content.items():
+                digest.update(name.encode() + data)
+            branches[branch] = digest.hexdigest()
+            files[branches[branch]] = content
+        for alias, target in (aliases or {}).items():
+            branches[alias] = branches[target]
+        return cls(repo_id, branches, files)
+
+
+def git_blob_id(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def is_lfs(path: str) -> bool:
+    return path.endswith(".safetensors")
+
+
+@dataclass
+class Fault:
+    """Misbehaviour of the CDN for one blob: send ``at`` bytes, then ``"cut"`` the connection or
+    ``"stall"`` (until ``release`` is set or ``stall_s`` passes) and cut. Fires once."""
+
+    kind: str
+    at: int
+    reached: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+
+
+class HubServer:
+    """The Hub protocol on 127.0.0.1 (API + resolve on one port, the LFS "CDN" on another)."""
+
+    def __init__(self, repos: list[HubRepo], *, lifetime_s: float = 300, max_requests: int = 2000,
+                 stall_s: float = 60):
+        self.repos = {r.repo_id: r for r in repos}
+        self.blobs = {hashlib.sha256(d).hexdigest(): d for r in repos for fs in r.files.values()
+                      for p, d in fs.items() if is_lfs(p)}
+        self.faults: dict[str, Fault] = {}  # sha256 -> fault
+        self.api_status: list[tuple[int, dict[str, str]]] = []  # canned replies for the next API calls
+        self.log: list[dict] = []
+        self.lifetime_s, self.max_requests, self.stall_s = lifetime_s, max_requests, stall_s
+        self._lock = threading.Lock()
+        self._servers: list[ThreadingHTTPServer] = []
+        self._timer: threading.Timer | None = None
+        self.stopped = threading.Event()
+
+    # -- lifecycle --
+    def start(self) -> "HubServer":
+        for role in ("hub", "cdn"):
+            srv = ThreadingHTTPServer(("127.0.0.1", 0), self._handler(role))
+            srv.daemon_threads = True
+            self._servers.append(srv)
+            threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        self.endpoint = f"http://127.0.0.1:{self._servers[0].server_address[1]}"
+        self.cdn = f"http://127.0.0.1:{self._servers[1].server_address[1]}"
+        self._timer = threading.Timer(self.lifetime_s, self.stop)  # stops itself, whatever the test does
+        self._timer.daemon = True
+        self._timer.start()
+        return self
+
+    def stop(self) -> None:
+        if self.stopped.is_set():
+            return
+        self.stopped.set()
+        if self._timer is not None:
+            self._timer.cancel()
+        for f in self.faults.values():
+            f.release.set()
+        for srv in self._servers:
+            srv.shutdown()
+            srv.server_close()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def requests(self, method: str | None = None, contains: str = "") -> list[dict]:
+        with self._lock:
+            return [r for r in self.log if (method is None or r["method"] == method) and contains in r["path"]]
+
+    # -- protocol --
+    def _repo_and_commit(self, repo_id: str, revision: str):
+        """(repo, commit, None) or (None, None, (status, error code, message))."""
+        repo = self.repos.get(repo_id)
+        if repo is None:
+            return None, None, (404, "RepoNotFound", f"Repository {repo_id} not found")
+        revision = unquote(revision)
+        commit = repo.branches.get(revision) or (revision if revision in repo.files else None)
+        if commit is None:
+            return repo, None, (404, "RevisionNotFound", f"Invalid rev id: {revision}")
+        return repo, commit, None
+
+    def _handler(self, role: str):
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.0"  # one request per connection: a stopped server is gone
+
+            def log_message(self, *args):  # quiet
+                pass
+
+            def do_HEAD(self):
+                self._dispatch(head=True)
+
+            def do_GET(self):
+                self._dispatch(head=False)
+
+            # replies
+            def _reply(self, status: int, body: bytes = b"", headers: dict | None = None, head: bool = False,
+                       entry: dict | None = None):
+                self.send_response(status)
+                for k, v in (headers or {}).items():
+                    self.send_header(k, str(v))
+                if "Content-Length" not in (headers or {}):
+                    self.send_header("Content-Length", str(len(body)))
+                if entry is not None:  # logged before the client can see the reply
+                    entry.update(status=status, sent=0 if head else len(body))
+                self.end_headers()
+                if not head and body:
+                    self.wfile.write(body)
+
+            def _json(self, obj, entry, head=False):
+                self._reply(200, json.dumps(obj).encode(), {"Content-Type": "application/json"}, head, entry)
+
+            def _error(self, status, code, message, entry, head=False, extra=None):
+                self._reply(status, json.dumps({"error": message}).encode(),
+                            {"Content-Type": "application/json", "X-Error-Code": code, "X-Error-Message": message,
+                             **(extra or {})}, head, entry)
+
+            def _dispatch(self, head: bool):
+                url = urlsplit(self.path)
+                entry = {"method": self.command, "path": self.path, "role": role,
+                         "range": self.headers.get("Range"), "status": None, "sent": 0}
+                with server._lock:
+                    server.log.append(entry)
+                    n = len(server.log)
+                if n > server.max_requests:  # bounded: a runaway client loop ends the server
+                    threading.Thread(target=server.stop, daemon=True).start()
+                    return self._reply(503, b"request budget spent", entry=entry)
+                if role == "cdn":
+                    return self._blob(url.path, head, entry)
+                if url.path.startswith("/api/models/"):
+                    if server.api_status:
+                        status, headers = server.api_status.pop(0)
+                        return self._reply(status, b"{}", headers, head, entry)
+                    return self._api(url.path[len("/api/models/"):], parse_qs(url.query), head, entry)
+                m = re.fullmatch(r"/([^/]+/[^/]+)/resolve/([^/]+)/(.+)", url.path)
+                if m:
+                    return self._resolve(m.group(1), m.group(2), unquote(m.group(3)), head, entry)
+                return self._error(404, "EntryNotFound", f"no route {url.path}", entry, head)
+
+            def _api(self, rest: str, query, head, entry):
+                m = re.fullmatch(r"([^/]+/[^/]+)/(refs|tree|revision)(?:/([^/]+))?(?:/(.*))?", rest)
+                if not m:
+                    return self._error(404, "RepoNotFound", f"no API route {rest}", entry, head)
+                repo_id, what, revision, _sub = m.groups()
+                if what == "refs":
+                    repo = server.repos.get(repo_id)
+                    if repo is None:
+                        return self._error(404, "RepoNotFound", f"Repository {repo_id} not found", entry, head)
+                    branches = [{"name": b, "ref": f"refs/heads/{b}", "targetCommit": c}
+                                for b, c in sorted(repo.branches.items())]
+                    return self._json({"branches": branches, "converts": [], "tags": []}, entry, head)
+                repo, commit, err = server._repo_and_commit(repo_id, revision or "main")
+                if err:
+                    return self._error(err[0], err[1], err[2], entry, head)
+                files = repo.files[commit]
+                if what == "tree":
+                    tree = []
+                    for path, data in sorted(files.items()):
+                        item = {"type": "file", "oid": git_blob_id(data), "size": len(data), "path": path}
+                        if is_lfs(path):
+                            item["lfs"] = {"oid": hashlib.sha256(data).hexdigest(), "size": len(data), "pointerSize": 134}
+                        tree.append(item)
+                    return self._json(tree, entry, head)
+                return self._json({"id": repo_id, "modelId": repo_id, "sha": commit, "private": False,
+                                   "disabled": False, "gated": False, "downloads": 0, "likes": 0, "tags": [],
+                                   "siblings": [{"rfilename": p} for p in sorted(files)]}, entry, head)
+
+            def _resolve(self, repo_id, revision, path, head, entry):
+                repo, commit, err = server._repo_and_commit(repo_id, revision)
+                if err:
+                    return self._error(err[0], err[1], err[2], entry, head)
+                data = repo.files[commit].get(path)
+                if data is None:
+                    return self._error(404, "EntryNotFound", f"{path} does not exist at {commit}", entry, head,
+                                       {"X-Repo-Commit": commit})
+                common = {"X-Repo-Commit": commit, "ETag": f'"{git_blob_id(data)}"', "Accept-Ranges": "bytes"}
+                if is_lfs(path):
+                    sha = hashlib.sha256(data).hexdigest()
+                    return self._reply(302, b"", {**common, "Location": f"{server.cdn}/blobs/{sha}",
+                                                  "X-Linked-Etag": f'"{sha}"', "X-Linked-Size": len(data)}, head, entry)
+                return self._ranged(data, common, head, entry)
+
+            def _blob(self, path, head, entry):
+                sha = path.rsplit("/", 1)[-1]
+                data = server.blobs.get(sha)
+                if data is None:
+                    return self._reply(404, b"no such blob", head=head, entry=entry)
+                return self._ranged(data, {"ETag": f'"{sha}"', "Accept-Ranges": "bytes"}, head, entry,
+                                    server.faults.pop(sha, None) if not head else None)
+
+            def _ranged(self, data: bytes, headers: dict, head, entry, fault: Fault | None = None):
+                start, end, status = 0, len(data) - 1, 200
+                rng = self.headers.get("Range")
+                if rng:
+                    m = re.fullmatch(r"bytes=(\d+)-(\d*)", rng.strip())
+                    if not m or int(m.group(1)) >= len(data):
+                        return self._reply(416, b"", {"Content-Range": f"bytes */{len(data)}"}, head, entry)
+                    start, end, status = int(m.group(1)), int(m.group(2) or len(data) - 1), 206
+                    headers = {**headers, "Content-Range": f"bytes {start}-{end}/{len(data)}"}
+                body = data[start:end + 1]
+                if fault is None or head:
+                    return self._reply(status, body, headers, head, entry)
+                # misbehave: promise the whole body, send the first part, then stall and/or cut
+                self.send_response(status)
+                for k, v in {**headers, "Content-Length": len(body)}.items():
+                    self.send_header(k, str(v))
+                self.end_headers()
+                part = body[: max(fault.at - start, 0)]
+                entry.update(status=status, sent=len(part), fault=fault.kind)
+                self.wfile.write(part)
+                self.wfile.flush()
+                fault.reached.set()
+                if fault.kind == "stall":
+                    fault.release.wait(server.stall_s)
+                try:
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                self.close_connection = True
+
+        return Handler
+
+
+# ---- fixtures ----------------------------------------------------------------------------------------
+
+TINY_PROBE = """
+[models.probe]
+n_examples = 8
+seq_len = 64
+vocab_lo = 16
+vocab_hi = 300
+n_pr = 8
+"""
+OLMO_BRANCHES = {"step0-tokens0B": 0, "step1000-tokens2B": 1, "step2000-tokens4B": 2, "step3000-tokens6B": 3}
+
+
+@pytest.fixture(scope="module")
+def repos(tmp_path_factory) -> list[HubRepo]:
+    """A tiny OLMo with OLMo-style branch names, a tiny GPT-NeoX, and the OLMoE miniature (bfloat16)."""
+    from headwatch.fixtures.tiny import miniature_model, tiny_model
+
+    root = tmp_path_factory.mktemp("hub-repos")
+    olmo = {}
+    for branch, seed in OLMO_BRANCHES.items():
+        tiny_model("olmo", seed=seed, attn_implementation="eager").save_pretrained(root / "olmo" / branch)
+        olmo[branch] = root / "olmo" / branch
+    neox = {}
+    for branch, seed in {"step1": 0, "step2": 1}.items():
+        tiny_model("gpt_neox", seed=seed, attn_implementation="eager").save_pretrained(root / "neox" / branch)
+        neox[branch] = root / "neox" / branch
+    miniature_model("olmoe-1b-7b-0924", seed=0, dtype="stored").save_pretrained(root / "olmoe" / "step5000-tokens20B")
+    return [
+        HubRepo.from_folders("test-org/olmo-tiny", olmo, aliases={"main": "step3000-tokens6B"}),
+        HubRepo.from_folders("test-org/neox-tiny", neox, aliases={"main": "step2"}),
+        HubRepo.from_folders("test-org/olmoe-mini", {"step5000-tokens20B": root / "olmoe" / "step5000-tokens20B"}),
+    ]
+
+
+@pytest.fixture
+def server(repos):
+    with HubServer(repos, lifetime_s=300) as srv:
+        yield srv
+
+
+def point_client_at(monkeypatch, url: str) -> None:
+    """What ``HF_ENDPOINT=url`` does when set before huggingface_hub is imported."""
+    from huggingface_hub import constants
+
+    monkeypatch.setenv("HF_ENDPOINT", url)
+    monkeypatch.setattr(constants, "ENDPOINT", url)
+    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", url + "/{repo_id}/resolve/{revision}/{filename}")
+
+
+@pytest.fixture
+def endpoint(server, monkeypatch):
+    """The real client, online, talking to ``server``; the client's retry sleeps made instant
+    (the loops themselves stay: bounded by huggingface_hub's max_retries)."""
+    import huggingface_hub.utils._http as hf_http
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    point_client_at(monkeypatch, server.endpoint)
+    monkeypatch.setattr(hf_http, "time", SimpleNamespace(**{**{k: getattr(time, k) for k in dir(time)
+                                                                  if not k.startswith("_")}, "sleep": lambda s: None}))
+    yield server
+
+
+def hub_panel(tmp_path: Path, hub_cache: Path, repo: str, revisions: list[str], probe: str = TINY_PROBE) -> Path:
+    revs = ", ".join(f'"{r}"' for r in revisions)
+    path = tmp_path / f"{repo.split('/')[1]}.toml"
+    path.write_text(f'[[models]]\nname = "{repo.split("/")[1]}"\nrepo = "{repo}"\nsource = "hub"\n'
+                    f'revisions = [{revs}]\ntokens = {{ from_name = true }}\nhub_cache_dir = "{hub_cache}"\n{probe}')
+    return path
+
+
+def session(tmp_path: Path, **kw) -> Provider:
+    """A session of its own (its memos and run info start empty), on the CPU, caching in ``tmp_path``."""
+    return Provider(ProviderOptions(cache_dir=tmp_path / "hw-cache", device="cpu", progress=False, **kw))
+
+
+# ---- the protocol, with the real client ------------------------------------------------------------
+
+
+def test_refs_tree_and_downloads_by_branch_through_the_real_client(endpoint, repos, tmp_path):
+    from huggingface_hub import HfApi, hf_hub_download, snapshot_download
+
+    olmo = repos[0]
+    refs = HfApi().list_repo_refs("test-org/olmo-tiny")
+    assert {b.name: b.target_commit for b in refs.branches} == olmo.branches
+    assert sorted(HfApi().list_repo_files("test-org/olmo-tiny", revision="step1000-tokens2B")) == \
+        ["config.json", "generation_config.json", "model.safetensors"]
+    commit = olmo.branches["step1000-tokens2B"]
+    cfg = hf_hub_download("test-org/olmo-tiny", "config.json", revision="step1000-tokens2B", cache_dir=tmp_path)
+    assert Path(cfg).read_bytes() == olmo.files[commit]["config.json"] and f"snapshots/{commit}/" in cfg
+    assert cached_revisions(tmp_path, "test-org/olmo-tiny") == {"step1000-tokens2B": commit}
+    weights = hf_hub_download("test-org/olmo-tiny", "model.safetensors", revision="step1000-tokens2B", cache_dir=tmp_path)
+    assert Path(weights).read_bytes() == olmo.files[commit]["model.safetensors"]
+    sha = hashlib.sha256(olmo.files[commit]["model.safetensors"]).hexdigest()
+    assert Path(weights).resolve().name == sha  # the LFS blob is stored under its sha256 (X-Linked-Etag)
+    # the LFS file went HEAD 302 -> GET on the CDN origin, the small one straight from the Hub
+    heads = endpoint.requests("HEAD", "/resolve/step1000-tokens2B/model.safetensors")
+    assert [h["status"] for h in heads] == [302]
+    assert [r["role"] for r in endpoint.requests("GET", f"/blobs/{sha}")] == ["cdn"]
+    snap = snapshot_download("test-org/olmo-tiny", revision="step2000-tokens4B", cache_dir=tmp_path)
+    assert sorted(p.name for p in Path(snap).iterdir()) == ["config.json", "generation_config.json", "model.safetensors"]
+
+
+def test_panel_resolves_branch_names_lists_once_and_loads_by_commit(endpoint, repos, tmp_path):
+    hub_cache = tmp_path / "hub"
+    revisions = ["step0-tokens0B", "step1000-tokens2B", "step2000-tokens4B"]
+    pm = load_panel(hub_panel(tmp_path, hub_cache, "test-org/olmo-tiny", revisions)).models[0]
+    records = session(tmp_path).model_records(pm)
+    commits = repos[0].branches
+    assert [r.revision for r in records] == revisions
+    assert [r.tokens_seen for r in records] == [0, 2e9, 4e9]
+    for r in records:
+        assert r.provenance["resolved_from"] == "hub" and r.provenance["commit"] == commits[r.revision]
+    assert len(endpoint.requests("GET", "/api/models/test-org/olmo-tiny/refs")) == 1  # listed once, not per revision
+    resolves = endpoint.requests(None, "/test-org/olmo-tiny/resolve/")
+    assert resolves and all(any(commits[b] in r["path"] for b in revisions) for r in resolves)  # pinned to commits
+    # the suite records the branch in the Hub cache, so a later offline run resolves it
+    assert cached_revisions(hub_cache, "test-org/olmo-tiny") == {b: commits[b] for b in revisions}
+
+
+def test_full_size_shaped_repo_over_http(endpoint, repos, tmp_path):
+    """The OLMoE miniature (64 experts, bfloat16 on the 'Hub') downloads, loads in float32 and measures."""
+    pm = load_panel(hub_panel(tmp_path, tmp_path / "hub", "test-org/olmoe-mini", ["step5000-tokens20B"],
+                              TINY_PROBE.replace("vocab_hi = 300", "vocab_hi = 10000"))).models[0]
+    (record,) = session(tmp_path).model_records(pm)
+    assert record.provenance["dtype"] == "float32" and record.n_heads == 4 and record.tokens_seen == 20e9
+    assert record.provenance["commit"] == repos[2].branches["step5000-tokens20B"]
+
+
+def test_missing_revision_names_the_closest_branches_before_any_download(endpoint, tmp_path):
+    pm = load_panel(hub_panel(tmp_path, tmp_path / "hub", "test-org/olmo-tiny",
+                              ["step0-tokens0B", "step1000-tokens3B"])).models[0]
+    with pytest.raises(loading.RevisionNotFound) as e:
+        session(tmp_path).model_records(pm)
+    msg = str(e.value)
+    assert "no revision 'step1000-tokens3B' in the Hub" in msg and "closest existing: step1000-tokens2B" in msg
+    assert not endpoint.requests(None, "/resolve/step1000-tokens3B")
+    # the protocol's own answer, for a client that asks anyway
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import RevisionNotFoundError
+
+    with pytest.raises(RevisionNotFoundError):
+        hf_hub_download("test-org/olmo-tiny", "config.json", revision="step1000-tokens3B", cache_dir=tmp_path / "x")
+
+
+def olmoe_blob(repos) -> tuple[bytes, str]:
+    """The OLMoE miniature's weights (32 MB): larger than huggingface_hub's 10 MiB download chunk."""
+    repo = repos[2]
+    data = repo.files[repo.branches["step5000-tokens20B"]]["model.safetensors"]
+    return data, hashlib.sha256(data).hexdigest()
+
+
+def test_connection_cut_halfway_is_resumed_with_a_range_request(endpoint, repos, tmp_path):
+    """huggingface_hub resumes from what it has written: whole DOWNLOAD_CHUNK_SIZE chunks (10 MiB),
+    so a cut re-fetches less than one chunk."""
+    from huggingface_hub import constants, hf_hub_download
+
+    data, sha = olmoe_blob(repos)
+    chunk = constants.DOWNLOAD_CHUNK_SIZE
+    assert len(data) > 2 * chunk
+    endpoint.faults[sha] = Fault("cut", at=len(data) // 2)
+    path = hf_hub_download("test-org/olmoe-mini", "model.safetensors", revision="step5000-tokens20B", cache_dir=tmp_path)
+    assert Path(path).read_bytes() == data
+    gets = endpoint.requests("GET", f"/blobs/{sha}")
+    resumed_at = (len(data) // 2) // chunk * chunk
+    assert [g["range"] for g in gets] == [None, f"bytes={resumed_at}-"]
+    assert len(data) <= sum(g["sent"] for g in gets) < len(data) + chunk
+
+
+CHILD_DOWNLOAD = """
+import sys
+from huggingface_hub import hf_hub_download
+hf_hub_download(sys.argv[1], "model.safetensors", revision=sys.argv[2], cache_dir=sys.argv[3])
+"""
+
+
+def test_download_killed_halfway_is_fetched_again_whole(endpoint, repos, tmp_path):
+    """A process killed mid-download: the next run gets the file, but from byte 0.
+
+    huggingface_hub 2.x writes each download to a process-unique ``<sha256>.<id>.incomplete`` and
+    never reuses another process's (huggingface_hub PR 4228), so there is no resume across
+    processes: the killed part is downloaded again and its partial file stays behind (whole
+    10 MiB chunks of it). What the suite resumes is the panel: measured revisions stay cached.
+    """
+    from huggingface_hub import constants, hf_hub_download
+
+    data, sha = olmoe_blob(repos)
+    chunk = constants.DOWNLOAD_CHUNK_SIZE
+    fault = endpoint.faults[sha] = Fault("stall", at=len(data) // 2)
+    on_disk = (len(data) // 2) // chunk * chunk  # whole chunks reach the file before the stall
+    env = {**os.environ, "HF_ENDPOINT": endpoint.endpoint, "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+           "HF_HUB_DOWNLOAD_TIMEOUT": "120"}  # the child must not time out and retry during the stall
+    child = subprocess.Popen([sys.executable, "-c", CHILD_DOWNLOAD, "test-org/olmoe-mini", "step5000-tokens20B",
+                              str(tmp_path)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    blobs = repo_folder(tmp_path, "test-org/olmoe-mini") / "blobs"
+
+    def partial() -> list[Path]:
+        return sorted(blobs.glob(f"{sha}.*.incomplete")) if blobs.is_dir() else []
+
+    try:
+        assert fault.reached.wait(120), "the child never reached the middle of the download"
+        deadline = time.monotonic() + 30
+        while not (partial() and partial()[0].stat().st_size >= on_disk) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.kill(child.pid, signal.SIGKILL)
+    finally:
+        child.wait(30)
+        fault.release.set()
+    assert child.returncode == -signal.SIGKILL
+    (left,) = partial()
+    assert left.stat().st_size == on_disk > 0
+    path = hf_hub_download("test-org/olmoe-mini", "model.safetensors", revision="step5000-tokens20B", cache_dir=tmp_path)
+    assert Path(path).read_bytes() == data
+    gets = endpoint.requests("GET", f"/blobs/{sha}")
+    assert [g["range"] for g in gets] == [None, None]  # no Range: started again from byte 0
+    assert gets[1]["sent"] == len(data)
+    assert partial() == [left]  # the killed process's partial file is left behind
+
+
+def test_server_going_away_mid_panel(endpoint, repos, tmp_path, monkeypatch):
+    """What was measured stays (in the cache, reused next time); the rest fails with a clear message."""
+    from headwatch.probes.measure import measure
+
+    hub_cache = tmp_path / "hub"
+    revisions = ["step0-tokens0B", "step1000-tokens2B", "step2000-tokens4B"]
+    pm = load_panel(hub_panel(tmp_path, hub_cache, "test-org/olmo-tiny", revisions)).models[0]
+    measured = []
+
+    def measure_then_stop(*a, **k):
+        rec = measure(*a, **k)
+        measured.append(rec.revision)
+        endpoint.stop()  # the Hub goes away right after the first revision is measured
+        return rec
+
+    with pytest.raises(loading.LoadingError) as e:
+        session(tmp_path, measure_fn=measure_then_stop).model_records(pm)
+    msg = str(e.value)
+    assert measured == ["step0-tokens0B"]
+    assert "step1000-tokens2B" in msg and f"the Hub at {endpoint.endpoint} did not answer" in msg
+    assert "measured so far stay in the measurement cache" in msg
+
+    # a new run while the Hub is still away: the measured revision comes from the cache, with a
+    # warning that its commit was not re-checked; the next one fails the same clear way
+    rerun = session(tmp_path)
+    with pytest.warns(UserWarning, match="using the cached measurement without checking its commit"):
+        first = rerun.revision_record(pm, "step0-tokens0B")
+    assert first.provenance["commit"] == repos[0].branches["step0-tokens0B"]
+    with pytest.raises(loading.LoadingError, match="did not answer"):
+        rerun.revision_record(pm, "step1000-tokens2B")
+
+    # the Hub is back (another address): the measured revision is a cache hit, the rest is measured
+    with HubServer(repos) as back:
+        point_client_at(monkeypatch, back.endpoint)
+        later = session(tmp_path)
+        records = later.model_records(pm)
+        assert [r.revision for r in records] == revisions
+        statuses = {e.revision: e.status for e in later.run.entries}
+        assert statuses["step0-tokens0B"] == "hit" and statuses["step1000-tokens2B"] != "hit"
+        assert not back.requests(None, repos[0].branches["step0-tokens0B"] + "/model.safetensors")
+
+
+def test_rate_limited_listing_fails_clearly_and_file_listing_waits(endpoint, tmp_path):
+    endpoint.api_status.append((429, {"Retry-After": "0"}))
+    with pytest.raises(loading.LoadingError, match=r"could not list the branches.*429"):
+        loading.list_branches("test-org/olmo-tiny", cache_dir=str(tmp_path), offline=False)
+    # the tree listing goes through huggingface_hub's backoff, which honours Retry-After
+    branches = loading.list_branches("test-org/olmo-tiny", cache_dir=str(tmp_path), offline=False)
+    endpoint.api_status.append((429, {"Retry-After": "0"}))
+    resolved = loading.resolve_revision("test-org/olmo-tiny", "step0-tokens0B", cache_dir=str(tmp_path), offline=False,
+                                        branches=branches)
+    assert resolved.kind == "hub"
+    assert [r["status"] for r in endpoint.requests("GET", "/tree/")] == [429, 200]
+
+
+# ---- later runs, in fresh processes: HF_ENDPOINT alone, then offline -----------------------------------
+
+CHILD_PANEL = """
+import json, sys, time
+from headwatch.fixtures.panels import load_panel
+from headwatch.fixtures.provider import Provider, ProviderOptions
+panel, cache, refresh = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+pm = load_panel(panel).models[0]
+session = Provider(ProviderOptions(cache_dir=cache, device="cpu", progress=False, refresh=refresh,
+                                   refresh_since=time.time() if refresh else None))
+records = session.model_records(pm)
+print(json.dumps({"statuses": [e.status for e in session.run.entries],
+                  "records": [r.to_dict() for r in records]}))
+"""
+
+
+def run_child(panel: Path, cache: Path, env: dict, refresh: bool = False) -> dict:
+    out = subprocess.run([sys.executable, "-c", CHILD_PANEL, str(panel), str(cache), "1" if refresh else "0"],
+                         env={**os.environ, "HF_HUB_DISABLE_PROGRESS_BARS": "1", **env}, cwd=panel.parent,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def numbers(record: dict) -> tuple:
+    return record["all_head_selectivity"], record["pr"], record["task"]
+
+
+def test_hf_endpoint_alone_then_offline_reuse(repos, tmp_path):
+    """Run 1 (fresh process, only HF_ENDPOINT set) measures; run 2 (HF_HUB_OFFLINE=1, server gone)
+    reuses the measurements; run 3 (offline, --refresh) re-measures from the downloaded weights."""
+    hub_cache = tmp_path / "hub"
+    revisions = ["step0-tokens0B", "step2000-tokens4B"]
+    panel = hub_panel(tmp_path, hub_cache, "test-org/olmo-tiny", revisions)
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    with HubServer(repos) as srv:
+        online = run_child(panel, tmp_path / "hw", {**env, "HF_ENDPOINT": srv.endpoint})
+        assert online["statuses"] == ["computed", "computed"]
+        assert srv.requests("GET", "/api/models/test-org/olmo-tiny/refs")
+        dead = srv.endpoint
+    offline = {"HF_ENDPOINT": dead, "HF_HUB_OFFLINE": "1"}
+    reused = run_child(panel, tmp_path / "hw", offline)
+    assert reused["statuses"] == ["hit", "hit"]
+    assert [r["provenance"]["commit"] for r in reused["records"]] == [repos[0].branches[r] for r in revisions]
+    again = run_child(panel, tmp_path / "hw", offline, refresh=True)
+    assert again["statuses"] == ["refreshed", "refreshed"]
+    assert [r["provenance"]["resolved_from"] for r in again["records"]] == ["hub-cache", "hub-cache"]
+    assert [numbers(r) for r in again["records"]] == [numbers(r) for r in online["records"]]
