@@ -2,10 +2,12 @@
 
 Records come from the panel (``--panel``, default ``published``: the author's measurements shipped
 in headwatch.fixtures; other sources through :class:`headwatch.fixtures.provider.Provider`, i.e. the
-measurement cache, measuring what is missing) or from a folder of converted records
-(``--reference-dir DIR``). A model from a folder is matched to its panel entry by repo id, which
-supplies its expectations; an unmatched model is judged with none (shape and DCLM claims then say
-n/a). The verdicts are :func:`headwatch.claims.judge.judge_model`'s, the same the claim tests
+measurement cache, measuring what is missing) or from a folder of records (``--reference-dir DIR``:
+``DIR/<model>/<revision>.json``, converted, or written by ``headwatch measure --out``). A model from
+a folder is matched to its panel entry (repo id, short name or folder name:
+:func:`headwatch.fixtures.reference.folder_matches`), which supplies its expectations and the
+tokens seen of records that lack them; an unmatched model is judged with none (shape and DCLM
+claims then say n/a), and must carry its tokens. The verdicts are :func:`headwatch.claims.judge.judge_model`'s, the same the claim tests
 assert; ``--json`` writes each as :meth:`headwatch.claims.verdict.Verdict.to_dict`.
 """
 from __future__ import annotations
@@ -21,7 +23,7 @@ from headwatch.fixtures.cache import CacheError
 from headwatch.fixtures.loading import LoadingError
 from headwatch.fixtures.panels import PanelError, available_panels, load_panel
 from headwatch.fixtures.provider import Provider, ProviderOptions
-from headwatch.fixtures.reference import ReferenceFormatError, load_reference
+from headwatch.fixtures.reference import MissingTokensError, ReferenceFormatError, fill_tokens, folder_matches, load_record_folders
 from headwatch.names import model_matches, split_list
 from headwatch.paths import default_cache_dir
 from headwatch.probes.record import write_json_atomic
@@ -37,8 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"panel name or TOML path (default: {DEFAULT_PANEL}; with --reference-dir, "
                              "the panel whose entries supply expectations, default: all shipped panels)")
     parser.add_argument("--reference-dir", default=None, metavar="DIR",
-                        help="judge the models in DIR, a folder of converted records (<org--name>/<revision>.json) "
-                             "(default: none, the panel's own sources)")
+                        help="judge the models in DIR, a folder of records (<model>/<revision>.json, converted or "
+                             "written by `headwatch measure --out`); records without tokens take them from the "
+                             "panel (default: none, the panel's own sources)")
     parser.add_argument("--models", nargs="+", default=None, metavar="M",
                         help="only these models (short names or repo ids; comma lists too); others are not "
                              "measured (default: every model of the panel)")
@@ -61,12 +64,14 @@ def _records(args: argparse.Namespace) -> list[tuple[str, list[Any], Any]]:
         names = [args.panel] if args.panel else [DEFAULT_PANEL] + [p for p in available_panels() if p != DEFAULT_PANEL]
         entries = [m for name in names for m in load_panel(name).models]
         out = []
-        for repo, records in load_reference(args.reference_dir).items():
-            entry = next((m for m in entries if m.repo == repo), None)
+        for folder in load_record_folders(args.reference_dir):
+            entry = next((m for m in entries if folder_matches(folder, m)), None)
+            repo = entry.repo if entry is not None else folder.model
+            if not is_wanted(repo, entry):
+                continue
             if entry is None:
-                log.warning("note: %s is in no panel; judged without expectations", repo)
-            if is_wanted(repo, entry):
-                out.append((repo, records, entry))
+                log.warning("note: %s is in no panel; judged without expectations", folder.model)
+            out.append((repo, fill_tokens(folder.records, entry, where=str(folder.folder)), entry))
         return out
     cache_dir = Path(args.cache_dir).expanduser().resolve() if args.cache_dir else default_cache_dir()
     provider = Provider(ProviderOptions(cache_dir=cache_dir))
@@ -87,7 +92,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         models = _records(args)
-    except (PanelError, ReferenceFormatError, LoadingError, CacheError, KeyError, FileNotFoundError) as e:
+    except (PanelError, ReferenceFormatError, MissingTokensError, LoadingError, CacheError, KeyError,
+            FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if args.models and not models:

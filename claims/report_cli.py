@@ -1,7 +1,8 @@
 """``headwatch report``: the report's figures, a CSV and a JSON summary, from what is on disk.
 
 Reads each panel model's records without measuring anything (published files for ``reference``
-models, the measurement cache for the others; see
+models, ``--reference-dir DIR`` for the models that folder holds, the measurement cache for the
+others; see
 :meth:`headwatch.fixtures.provider.Provider.cached_records`), judges them with the judge the claim
 tests use, and writes into ``--out DIR``::
 
@@ -42,6 +43,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-dir", default=None, metavar="DIR",
                         help="headwatch cache to read (default: $HEADWATCH_CACHE_DIR, else .cache/headwatch in a "
                              "checkout, else ~/.cache/headwatch)")
+    parser.add_argument("--reference-dir", default=None, metavar="DIR",
+                        help="read the records of the models DIR holds from DIR (<model>/<revision>.json, converted "
+                             "or written by `headwatch measure --out`) instead of the cache; records without tokens "
+                             "take them from the panel (default: none)")
     parser.add_argument("--n-examples", type=int, default=None, metavar="N",
                         help="read measurements made with this many examples, as given to pytest --n-examples "
                              "(default: each panel's own)")
@@ -81,7 +86,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: none of {args.models} is in the panel(s)", file=sys.stderr)
         return 2
     cache_dir = Path(args.cache_dir).expanduser().resolve() if args.cache_dir else default_cache_dir()
-    reader = Provider(ProviderOptions(cache_dir=cache_dir, n_examples=args.n_examples, dtype=args.dtype, progress=False))
+    if args.reference_dir and not Path(args.reference_dir).is_dir():
+        print(f"error: --reference-dir {args.reference_dir} is not a folder", file=sys.stderr)
+        return 2
+    reader = Provider(ProviderOptions(cache_dir=cache_dir, n_examples=args.n_examples, dtype=args.dtype, progress=False,
+                                      reference_dir=args.reference_dir))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
 

@@ -17,6 +17,7 @@ from headwatch import __version__
 #: subcommand -> (module, one-line help). "organisms" takes a further verb (train).
 SUBCOMMANDS = {
     "measure": ("headwatch.measure_cli", "probe one checkpoint and write its measurement record (JSON)"),
+    "measure-panel": ("headwatch.measure_panel_cli", "measure what a panel lacks as parallel tasks (local pool, Ray, Slurm)"),
     "organisms": ("headwatch.fixtures.organisms.cli", "train the tiny model organisms into the local Hub cache"),
     "judge": ("headwatch.claims.judge_cli", "judge claims F1-F5 and the causal check; print and write verdicts"),
     "report": ("headwatch.claims.report_cli", "build the figures and a CSV/JSON summary from cached measurements"),

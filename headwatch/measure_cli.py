@@ -3,6 +3,9 @@
     headwatch measure --model EleutherAI/pythia-1b --revision step3000 --out pythia-step3000.json
     headwatch measure --model runs/seed1 --revision step512 --out seed1-step512.json   # DIR/<revision>/
     headwatch measure --model runs/seed1/step512 --out seed1-step512.json             # one folder
+
+A job array writing ``--out DIR/<model>/<revision>.json`` makes a folder that ``headwatch judge``,
+``headwatch report`` and ``pytest claims`` read with ``--reference-dir DIR`` (docs/scale-out.md).
 """
 from __future__ import annotations
 
@@ -20,7 +23,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--revision", help="branch, tag or commit (Hub), or DIR/<revision> (local); default: main")
     p.add_argument("--out", required=True, type=Path, help="where to write the record (JSON)")
     p.add_argument("--tokens-seen", type=float,
-                   help="training tokens at this checkpoint, recorded as is (default: unknown)")
+                   help="training tokens at this checkpoint, recorded as is (default: unknown; judge, report and "
+                        "pytest --reference-dir then take them from the panel's tokens rule)")
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
                    help="load and probe dtype (fp16 underflows the baseline attention of early checkpoints)")
@@ -73,7 +77,10 @@ def run(args: argparse.Namespace) -> int:
     except loading.LoadingError as e:
         print(f"headwatch measure: {e}", file=sys.stderr)
         return 2
-    record = measure(checkpoint.model, settings, model_name=args.model, revision=resolved.revision,
+    # A local run is named by its absolute folder (what a panel's repo = "DIR" resolves to), so a record
+    # folder written from anywhere matches its panel entry; a Hub model by its repo id.
+    model_name = str(Path(resolved.repo).resolve()) if resolved.kind == "local" else args.model
+    record = measure(checkpoint.model, settings, model_name=model_name, revision=resolved.revision,
                      tokens_seen=args.tokens_seen)
     record.provenance.update(weights_hash=checkpoint.weights_hash, identity=resolved.identity,
                              commit=resolved.commit, load_seconds=round(checkpoint.load_seconds, 3))

@@ -7,10 +7,14 @@
   ``.cache/headwatch``, ``.cache/organisms`` and ``.cache/full-size`` (gitignored);
 - an installed wheel never writes into site-packages: ``$XDG_CACHE_HOME/headwatch`` (default
   ``~/.cache/headwatch``) and its ``organisms/`` and ``full-size/`` sub-folders.
+
+The measurement cache's lock files are the exception: they live on this host only
+(:func:`host_lock_dir`), never beside the entries on a filesystem other machines share.
 """
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 #: Environment variable that overrides each default folder.
@@ -44,3 +48,21 @@ def default_cache_dir(kind: str = "measurements") -> Path:
         return checkout / ".cache" / CHECKOUT_FOLDER[kind]
     user = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "headwatch"
     return user if kind == "measurements" else user / kind
+
+
+#: Environment variable naming the folder of this host's lock files (default: under the temp folder).
+LOCK_DIR_ENV = "HEADWATCH_LOCK_DIR"
+
+
+def host_lock_dir() -> Path:
+    """This host's folder for the measurement cache's lock files: ``$HEADWATCH_LOCK_DIR``, else
+    ``<temp folder>/headwatch-locks-<uid>``.
+
+    Host-local on purpose: the locks only spare one host's processes (xdist workers, a local pool)
+    computing one entry twice; correctness never depends on them, so they need not work, and must
+    not hang, on a network filesystem that several machines share.
+    """
+    env = os.environ.get(LOCK_DIR_ENV)
+    if env:
+        return Path(env).expanduser()
+    return Path(tempfile.gettempdir()) / f"headwatch-locks-{os.getuid()}"

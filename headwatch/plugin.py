@@ -87,8 +87,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--refresh", action="store_true", default=False,
                 help="recompute cached measurements of the selected models")
     g.addoption("--reference-dir", default=None, metavar="DIR",
-                help="read 'reference' models from DIR (converted records, as in headwatch.fixtures "
-                     "published/) instead of the shipped copy")
+                help="read records from DIR (DIR/<model>/<revision>.json: converted, or written by "
+                     "`headwatch measure --out`) for the models it holds, with its revisions, instead of "
+                     "measuring them or reading the shipped published copy")
 
 
 # ---- when the plugin acts ---------------------------------------------------------------------
@@ -237,7 +238,7 @@ def select_revisions(config: pytest.Config) -> list[Any]:
         models = s.selection
         if s.options.reference_dir:  # a reference folder brings its own revisions
             try:
-                models = [m.with_revisions(s.provider.list_revisions(m)) if m.source == "reference" else m
+                models = [m.with_revisions(given) if (given := s.provider.folder_revisions(m)) is not None else m
                           for m in models]
             except (KeyError, ValueError, OSError) as e:
                 raise pytest.UsageError(f"--reference-dir {s.options.reference_dir}: {e}") from None

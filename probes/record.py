@@ -170,8 +170,15 @@ class MeasurementRecord:
         return next((a for a in self.ablations if a.name == name), None)
 
 
+def sort_by_tokens(records: list[MeasurementRecord]) -> list[MeasurementRecord]:
+    """Token order; records without a token count keep their order, last."""
+    return [r for _, r in sorted(enumerate(records),
+                                 key=lambda ir: (ir[1].tokens_seen is None, ir[1].tokens_seen or 0.0, ir[0]))]
+
+
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
-    """Write JSON to a temporary file beside ``path`` and rename it into place."""
+    """Write JSON to a unique temporary file beside ``path`` (``.<name>.<random>.tmp``) and rename
+    it into place: readers see the old file or the new one, never part of one (also on NFS)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -179,6 +186,8 @@ def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(obj, f, indent=1, sort_keys=False, allow_nan=False)
             f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())  # the bytes reach the disk (or the file server) before the name does
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

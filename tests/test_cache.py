@@ -278,3 +278,90 @@ def test_offline_measurement_whose_checkpoint_is_gone(tmp_path, monkeypatch):
     assert [r.to_dict() for r in again] == [r.to_dict() for r in measured]
     with pytest.raises(loading.NotInCache, match="hf download"):  # nothing measured at these settings
         Provider(replace(opts, n_examples=4)).model_records(pm)
+
+
+# ---- no locks needed: many writers, one entry, readers never see part of it ----------------------
+
+WRITER = textwrap.dedent("""
+    import sys, time
+    from headwatch.fixtures.cache import CacheKey, MeasurementCache
+    from headwatch.probes.record import MeasurementRecord, ProbeSettings
+    root, n, go = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    import os
+    while not os.path.exists(go):
+        time.sleep(0.005)
+    cache = MeasurementCache(root, lock_dir=None)  # as on separate machines: nobody waits for anybody
+    key = CacheKey.make("org/m", "step1", "c" * 40, ProbeSettings())
+    big = {f"L{l}_H{h}": {"induction": float(l * h)} for l in range(24) for h in range(16)}  # ~20 kB entries
+    for i in range(n):
+        cache.write_entry(key, MeasurementRecord("org/m", "step1", None, 24, 16, 4, big))
+""")
+
+READER = textwrap.dedent("""
+    import json, os, sys, time
+    path, go, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    while not os.path.exists(go):
+        time.sleep(0.005)
+    reads = partial = 0
+    end = time.time() + seconds
+    while time.time() < end:
+        try:
+            with open(path) as f:
+                text = f.read()
+        except FileNotFoundError:
+            continue
+        reads += 1
+        try:
+            json.loads(text)
+        except ValueError:
+            partial += 1
+    print(reads, partial)
+""")
+
+
+def test_concurrent_writers_without_locks_leave_one_whole_entry(tmp_path):
+    """Four writers rewrite one entry 30 times each while a reader reads it: every read is a whole
+    entry (atomic rename), one file remains, and no temporary is left behind."""
+    writer, reader = tmp_path / "w.py", tmp_path / "r.py"
+    writer.write_text(WRITER)
+    reader.write_text(READER)
+    root, go = tmp_path / "c", tmp_path / "go"
+    cache = MeasurementCache(root, lock_dir=None)
+    path = cache.path_for(key())
+    rd = subprocess.Popen([sys.executable, str(reader), str(path), str(go), "6"], stdout=subprocess.PIPE, text=True)
+    ws = [subprocess.Popen([sys.executable, str(writer), str(root), "30", str(go)]) for _ in range(4)]
+    time.sleep(1.0)
+    go.write_text("")
+    assert all(w.wait(timeout=120) == 0 for w in ws)
+    reads, partial = map(int, rd.communicate(timeout=60)[0].split())
+    assert reads > 0 and partial == 0, (reads, partial)
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # one entry, no temporaries
+    assert cache.lookup(key()) is not None
+
+
+def test_stale_temporaries_are_ignored_by_readers_and_cleaned_by_a_later_writer(tmp_path):
+    cache = MeasurementCache(tmp_path, lock_dir=None, stale_temp_seconds=60)
+    path = cache.path_for(key())
+    path.parent.mkdir(parents=True)
+    dead = path.parent / f".{path.name}.deadwriter.tmp"  # a writer killed mid-write left half an entry
+    dead.write_text('{"schema": "headwatch.cache-entry/1", "key": {"mo')
+    old = time.time() - 3600
+    os.utime(dead, (old, old))
+    live = path.parent / f".{path.name}.livewriter.tmp"  # another writer, mid-write right now
+    live.write_text('{"schema"')
+    assert cache.lookup(key()) is None and cache.lookup_loose(key()) is None
+    assert cache.stats.corrupt == 0  # a temporary is nobody's entry: not reported, not moved
+    assert cache.get_or_compute(key(), record).status == "computed"
+    assert not dead.exists() and live.exists()  # only the stale one is cleaned
+
+
+def test_the_lock_is_host_local_and_optional(tmp_path):
+    locks = tmp_path / "locks"
+    cache = MeasurementCache(tmp_path / "c", lock_dir=locks)
+    entry = cache.get_or_compute(key(), record).path
+    assert not list(entry.parent.glob("*.lock")), "no lock files beside the entries (a shared filesystem)"
+    assert len(list(locks.glob("*.lock"))) == 1
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    unlockable = MeasurementCache(tmp_path / "c2", lock_dir=blocker / "locks")  # cannot be created
+    assert unlockable.get_or_compute(key(), record).status == "computed"  # computed anyway

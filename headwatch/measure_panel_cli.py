@@ -1,0 +1,215 @@
+"""``headwatch measure-panel``: measure what a panel still lacks, as parallel tasks, into the cache.
+
+    headwatch measure-panel --panel paper --executor ray --address auto --evict
+    headwatch measure-panel --panel paper --executor slurm --workers 8 --slurm-partition gpu \\
+        --slurm-setup 'source /shared/venv/bin/activate' --cache-dir /shared/hw --hub-cache-dir /local/hf --evict
+    headwatch measure-panel --panel organisms --executor local --workers 2
+
+One task per (model, revision) whose measurement is not in the cache (``headwatch.fixtures.fanout``);
+each resolves, downloads, measures, writes its cache entry and, with ``--evict``, deletes its
+checkpoint. The claims then run from the cache with no model loaded: ``pytest claims --panel P``,
+``headwatch judge --panel P``, ``headwatch report --panel P`` (same ``--cache-dir``). A rerun
+measures only what is still missing. Exit status: 0 everything measured (or already cached), 1 some
+task failed (each listed with its reason), 2 bad input, 130 interrupted (finished work is kept).
+Executors: ``headwatch.fixtures.executors``; the cluster recipes: docs/scale-out.md.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+log = logging.getLogger("headwatch.measure_panel")
+
+EXECUTORS = ("local", "ray", "slurm", "submitit-local")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--panel", required=True, action="append", metavar="NAME|FILE",
+                   help="panel(s) to measure (a shipped name or a TOML file; repeatable or comma list)")
+    p.add_argument("--models", nargs="+", default=None, metavar="M",
+                   help="only these models (short names or repo ids; comma lists too); default: every model")
+    p.add_argument("--revisions", nargs="+", default=None, metavar="R",
+                   help="only these revisions (branch names); default: every revision of the selected models")
+    p.add_argument("--executor", choices=EXECUTORS, default="local",
+                   help="local: a process pool here; ray: a Ray cluster (--address, else a local one); slurm: one "
+                        "Slurm array job through submitit; submitit-local: the Slurm jobs run here by submitit's "
+                        "local executor (to try the Slurm path without a cluster)")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="tasks at a time: pool processes (default: one per GPU, else 1), a local Ray cluster's "
+                        "CPUs and Ray's tasks in flight (default: all the cluster fits), the Slurm array's "
+                        "%%N (default: no limit)")
+    p.add_argument("--address", default=None,
+                   help="Ray: the cluster to join ('auto', or host:port of `ray start --head`); default: start a "
+                        "local cluster on 127.0.0.1 for this run")
+    p.add_argument("--evict", action="store_true",
+                   help="delete each Hub checkpoint from the Hub cache once measured (disk bounded by the tasks "
+                        "in flight; organisms and local folders are never deleted)")
+    p.add_argument("--hub-cache-dir", default=None, metavar="DIR",
+                   help="Hub cache the tasks download into (node-local or shared; default: huggingface_hub's own, "
+                        "HF_HUB_CACHE / HF_HOME aware, on each worker)")
+    p.add_argument("--cache-dir", default=None, metavar="DIR",
+                   help="headwatch cache the tasks write to, shared by every worker (default: $HEADWATCH_CACHE_DIR, "
+                        "else .cache/headwatch in a checkout, else ~/.cache/headwatch)")
+    p.add_argument("--device", default="auto", help="cpu, cuda or auto, on each worker")
+    p.add_argument("--dtype", default=None, choices=["float32", "float16", "bfloat16"],
+                   help="load and probe dtype (default: each panel model's own; must match what the claims read)")
+    p.add_argument("--n-examples", type=int, default=None, metavar="N",
+                   help="examples in the induction batch (default: the panel's; must match what the claims read)")
+    p.add_argument("--cpus-per-task", type=int, default=None, metavar="N",
+                   help="CPUs (torch threads) per task on Ray and Slurm (default: 1 on Ray, 4 on Slurm, this "
+                        "machine's cores / --workers for submitit-local)")
+    p.add_argument("--gpus-per-task", type=int, default=None, metavar="N",
+                   help="GPUs per task on Ray and Slurm (default: Ray 1 if the cluster has GPUs and --device is "
+                        "not cpu, else 0; Slurm 1, 0 with --device cpu)")
+    p.add_argument("--retries", type=int, default=2, metavar="N",
+                   help="run a task again this many times when its worker dies (killed, out of memory, node lost)")
+    p.add_argument("--log-dir", default=None, metavar="DIR",
+                   help="the run's summary.json and submitit's per-task logs (default: <cache-dir>/fanout/<time>-<executor>)")
+    p.add_argument("--slurm-partition", default=None, help="Slurm partition (default: the cluster's)")
+    p.add_argument("--slurm-time-min", type=int, default=120, help="time limit of one array task, minutes")
+    p.add_argument("--slurm-mem-gb", type=float, default=None, help="memory of one array task, GB (default: the cluster's)")
+    p.add_argument("--slurm-setup", action="append", default=[], metavar="LINE",
+                   help="shell line run before each task (repeatable), e.g. 'source /shared/venv/bin/activate'")
+    p.add_argument("--slurm-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="another sbatch option (repeatable), e.g. account=myproj or qos=low")
+    p.add_argument("--dry-run", action="store_true", help="print the plan (what is cached, what would run) and stop")
+
+
+def _fail(message: str) -> int:
+    print(f"headwatch measure-panel: {message}", file=sys.stderr)
+    return 2
+
+
+def _slurm_options(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--slurm-option {pair!r} is not KEY=VALUE (e.g. account=myproj)")
+        out[key.strip().replace("-", "_")] = value.strip()
+    return out
+
+
+def build_executor(args: argparse.Namespace, log_dir: Path):
+    """The executor the arguments ask for (nothing is started yet)."""
+    from headwatch.fixtures.executors import LocalPool, RayExecutor, SlurmArray, visible_gpus
+
+    if args.executor == "local":
+        workers = args.workers or (max(1, len(visible_gpus())) if args.device != "cpu" else 1)
+        return LocalPool(workers=workers, retries=args.retries)
+    if args.executor == "ray":
+        return RayExecutor(address=args.address, workers=args.workers, cpus_per_task=float(args.cpus_per_task or 1),
+                           gpus_per_task=args.gpus_per_task, retries=args.retries)
+    gpus = args.gpus_per_task if args.gpus_per_task is not None else (0 if args.device == "cpu" else 1)
+    local = args.executor == "submitit-local"
+    # Slurm: 4 CPUs a task; this machine: its cores shared by the tasks at a time
+    cpus = args.cpus_per_task or (max(1, (os.cpu_count() or 1) // (args.workers or 1)) if local else 4)
+    return SlurmArray(folder=log_dir / "submitit", workers=args.workers, partition=args.slurm_partition,
+                      time_min=args.slurm_time_min, mem_gb=args.slurm_mem_gb, cpus_per_task=cpus,
+                      gpus_per_task=gpus, setup=list(args.slurm_setup), extra=_slurm_options(args.slurm_option),
+                      retries=args.retries, local=local,
+                      name=args.executor)
+
+
+def run(args: argparse.Namespace) -> int:
+    # Deferred: panels, the cache and the executors (and through them torch) only when the command runs.
+    from headwatch.fixtures import loading
+    from headwatch.fixtures.cache import CacheError, ensure_writable
+    from headwatch.fixtures.executors import ExecutorError
+    from headwatch.fixtures.fanout import plan_panel
+    from headwatch.fixtures.organisms.runner import TrainingError
+    from headwatch.fixtures.panels import PanelError, load_panel, select
+    from headwatch.fixtures.provider import Provider, ProviderOptions
+    from headwatch.names import did_you_mean, split_list
+    from headwatch.paths import default_cache_dir
+    from headwatch.probes.record import write_json_atomic
+
+    for name in ("workers", "n_examples", "cpus_per_task"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            return _fail(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
+    if args.retries < 0 or (args.gpus_per_task is not None and args.gpus_per_task < 0):
+        return _fail("--retries and --gpus-per-task cannot be negative")
+    if args.address and args.executor != "ray":
+        return _fail(f"--address is for --executor ray, not {args.executor}")
+    try:
+        _slurm_options(args.slurm_option)  # checked before anything starts; build_executor reads them
+    except ValueError as e:
+        return _fail(str(e))
+
+    cache_dir = Path(args.cache_dir).expanduser().resolve() if args.cache_dir else default_cache_dir()
+    options = ProviderOptions(
+        cache_dir=cache_dir, device=args.device, dtype=args.dtype, n_examples=args.n_examples, progress=False,
+        hub_cache_dir=str(Path(args.hub_cache_dir).expanduser().resolve()) if args.hub_cache_dir else None,
+    )
+    try:
+        ensure_writable(options.measurement_dir)
+        panels = [load_panel(n) for n in split_list(args.panel)]
+        models = select(panels, models=split_list(args.models) or None,
+                        list_branches=Provider(options).list_revisions)
+    except (PanelError, CacheError, loading.LoadingError) as e:
+        return _fail(str(e))
+    revisions = split_list(args.revisions)
+    have = {r for m in models for r in m.revisions}
+    for r in revisions:
+        if r not in have:
+            return _fail(f"unknown revision {r!r} in --revisions; the selected models have: "
+                         f"{', '.join(sorted(have))}" + did_you_mean(r, have))
+
+    t0 = time.perf_counter()
+    try:
+        plan = plan_panel(models, options, revisions=revisions or None, evict=args.evict, say=log.info)
+    except loading.LoadingError as e:
+        return _fail(f"{e} (nothing was started)")
+    except TrainingError as e:
+        print(f"headwatch measure-panel: training the organisms failed: {e}", file=sys.stderr)
+        return 1
+    print(f"panel {', '.join(p.name for p in panels)}, cache {options.measurement_dir}: {plan.describe()}")
+    if args.dry_run or not plan.tasks:
+        if not plan.tasks:
+            print("nothing to measure: the claims can run from the cache")
+        return 0
+
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    log_dir = Path(args.log_dir).expanduser() if args.log_dir else cache_dir / "fanout" / f"{stamp}-{args.executor}"
+    executor = build_executor(args, log_dir)
+    print(f"running {len(plan.tasks)} task(s) on {executor.name}"
+          + (f", {args.workers} at a time" if args.workers else "") + f"; logs and summary in {log_dir}", flush=True)
+    done = 0
+
+    def report(r) -> None:
+        nonlocal done
+        done += 1
+        what = (f"{r.status} in {r.seconds:.1f} s (measuring {r.measure_seconds:.1f} s)" if r.ok
+                else f"FAILED: {r.error}")
+        print(f"[{done}/{len(plan.tasks)}] {r.label}: {what}"
+              + (f" on {r.host} pid {r.pid}" if r.pid else "")
+              + (f", evicted {r.evicted_bytes / 2**20:.0f} MiB" if r.evicted_bytes else ""), flush=True)
+
+    try:
+        results = executor.run(plan.tasks, report)
+    except ExecutorError as e:
+        return _fail(str(e))
+    wall = time.perf_counter() - t0
+    failed = [r for r in results if not r.ok]
+    write_json_atomic(log_dir / "summary.json", {
+        "panels": [p.name for p in panels], "executor": args.executor, "workers": args.workers,
+        "cache_dir": str(cache_dir), "wall_seconds": round(wall, 3), "cached_before": plan.cached,
+        "trained_first": plan.trained, "results": [r.to_dict() for r in results],
+    })
+    measured = sum(r.status == "computed" for r in results)
+    print(f"done in {wall:.0f} s: {measured} measured, {len(results) - measured - len(failed)} found in the cache "
+          f"meanwhile, {len(failed)} failed, {len(plan.cached)} cached before; summary {log_dir / 'summary.json'}")
+    if failed:
+        print(f"{len(failed)} task(s) failed (rerun the same command to retry them; the rest is kept):", file=sys.stderr)
+        for r in failed:
+            print(f"  {r.label}: {r.error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+__all__ = ["add_arguments", "run", "build_executor", "EXECUTORS"]
