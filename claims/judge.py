@@ -62,6 +62,11 @@ def _pct(x: float | None, nd: int = 1) -> str:
     return "?" if x is None else f"{100 * x:.{nd}f}%"
 
 
+def _with_interval(value: float, interval: tuple | None) -> str:
+    """'28.1x' or '37.7x [32.4, 43.8]'."""
+    return f"{value:.3g}x" + (f" {fmt_interval(interval)}" if interval is not None else "")
+
+
 def _layers_txt(layers: Sequence[int]) -> str:
     return "/".join(str(l) for l in layers)
 
@@ -93,10 +98,13 @@ def _highest_upper_bound(records: Sequence[MeasurementRecord], layers: Sequence[
     return max(bounds) if bounds else None
 
 
-def _f1_key(violations: Sequence[F1Violation], record: MeasurementRecord, layers: Sequence[int]) -> str:
+def _f1_key(violations: Sequence[F1Violation], record: MeasurementRecord, layers: Sequence[int],
+            figure: KeyFigure) -> str:
+    """'0 of 32 heads; max 28.1x' (the margin to the bar shows), with the interval where there is one."""
     early = len(_early_heads(record, layers))
     worst = max((len(v.heads) for v in violations), default=0)
-    return f"{worst} of {early} heads" + (f" ({len(violations)} rev.)" if violations else "")
+    peak = "" if figure.value is None else f"; max {_with_interval(figure.value, figure.interval)}"
+    return f"{worst} of {early} heads" + (f" ({len(violations)} rev.)" if violations else "") + peak
 
 
 def _f1_figure(records: Sequence[MeasurementRecord], layers: Sequence[int], threshold: float
@@ -144,7 +152,7 @@ def judge_f1_revision(record: MeasurementRecord, spec: Thresholds = SPEC) -> Ver
     else:
         shown = figure.value if figure.value is not None else float("nan")
         message = (f"no BOS head in layers {_layers_txt(layers)} at {where}; highest first-token selectivity "
-                   f"there: {top} {shown:.3g}x {fmt_interval(figure.interval)} (< {threshold:g}; {figure.method})")
+                   f"there: {top} {_with_interval(shown, figure.interval)} (< {threshold:g}; {figure.method})")
     message += _f1_caveat(status, upper, threshold)
     violations = (F1Violation(record.revision, record.tokens_seen, tuple(heads)),) if heads else ()
     details = F1Details(layers=tuple(layers), threshold=threshold, peak_selectivity=figure.value, peak_head=top,
@@ -152,7 +160,7 @@ def judge_f1_revision(record: MeasurementRecord, spec: Thresholds = SPEC) -> Ver
                         first_token_selectivity=sel, peak_revision=record.revision, peak_interval=figure.interval,
                         interval_method=figure.method, highest_upper_bound=_round(upper, 3),
                         bos_heads_anywhere=anywhere, vacuous_revisions=() if anywhere else (record.revision,))
-    return Verdict("F1", status, message, details, key=_f1_key(violations, record, layers),
+    return Verdict("F1", status, message, details, key=_f1_key(violations, record, layers, figure),
                    margin=None if figure.value is None else _round(threshold - figure.value),
                    figure=figure, failing_revisions=(record.revision,) if heads else (), failing_heads=tuple(heads))
 
@@ -176,7 +184,7 @@ def judge_f1(records: Sequence[MeasurementRecord], spec: Thresholds = SPEC) -> V
     else:
         message = f"no BOS head in layers {_layers_txt(layers)} at any of {len(per_rev)} revisions"
     if figure.value is not None:
-        message += (f"; highest first-token selectivity there {figure.value:.3g}x {fmt_interval(figure.interval)} "
+        message += (f"; highest first-token selectivity there {_with_interval(figure.value, figure.interval)} "
                     f"({top} at {rec.revision if rec else '?'}; bar {threshold:g}; {figure.method})")
     if vacuous and status is not Status.HOLDS_VACUOUSLY:
         message += f"; vacuous at {len(vacuous)} of {len(per_rev)} revisions (no BOS head in any layer)"
@@ -187,7 +195,7 @@ def judge_f1(records: Sequence[MeasurementRecord], spec: Thresholds = SPEC) -> V
                         interval_method=figure.method, highest_upper_bound=_round(upper, 3),
                         bos_heads_anywhere=anywhere, vacuous_revisions=vacuous)
     heads = tuple(T.layer_order({h for v in bad for h in v.heads}))
-    return Verdict("F1", status, message, details, key=_f1_key(bad, recs[-1], layers),
+    return Verdict("F1", status, message, details, key=_f1_key(bad, recs[-1], layers, figure),
                    margin=None if figure.value is None else _round(threshold - figure.value),
                    figure=figure, failing_revisions=tuple(v.revision for v in bad), failing_heads=heads)
 
