@@ -537,11 +537,9 @@ def judge_causal(records: Sequence[MeasurementRecord], spec: Thresholds = SPEC) 
     )
     key = f"{_pct(share)} of base"
     if v.random_top1 is not None and v.baseline_top1:
-        key += f" (rand {_pct(v.random_top1 / v.baseline_top1)})"
+        key += f" (rand {_pct(v.random_top1 / v.baseline_top1)}" + (f", p={p_rnd:.2g})" if p_rnd is not None else ")")
         if note:
             key += " \u2020"  # the control is matched to another head set: the report's footnote says so
-    if p_rnd is not None:
-        key += f", p={p_rnd:.2g}"
     figure = KeyFigure("circuit-ablated top-1 as a share of baseline", _round(share), max_share,
                        method=FISHER + (" (counts reconstructed from rates x N)" if reconstructed else ""),
                        p_value=_round(p_rnd, 6))

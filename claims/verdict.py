@@ -94,11 +94,17 @@ class KeyFigure:
 
 
 def fmt_interval(interval: Bound | None, fmt: str = ".3g") -> str:
-    """(5.09, 26.4) -> '[5.09, 26.4]'; an open bound shows as -inf / inf."""
+    """(5.09, 26.4) -> '[5.09, 26.4]', (20, 1000) -> '[20, 1000]'; an open bound shows as -inf / inf."""
     if interval is None:
         return ""
+
+    def one(x: float | None, open_: str) -> str:
+        if x is None:
+            return open_
+        return f"{x:.0f}" if 1e3 <= abs(x) < 1e6 and fmt == ".3g" else format(x, fmt)
+
     lo, hi = interval
-    return f"[{'-inf' if lo is None else format(lo, fmt)}, {'inf' if hi is None else format(hi, fmt)}]"
+    return f"[{one(lo, '-inf')}, {one(hi, 'inf')}]"
 
 
 # ---- per-claim details ---------------------------------------------------------------------------
