@@ -329,7 +329,7 @@ def judge_f4(records: Sequence[MeasurementRecord], expect: Expectations = _NONE,
     paper_tokens = expect.paper_f4_tokens
     paper = None
     if paper_tokens is not None:
-        at = next((p for p in conv.series if math.isclose(p.point.tokens, paper_tokens, rel_tol=0.02)), None)
+        at = next((p for p in conv.series if math.isclose(p.point.tokens, paper_tokens, rel_tol=spec.paper_tokens_rel_tol)), None)
         by = tuple(name for name, c in ((UNIFORM_READING, computed), (INTERMEDIATE_READING, intermediate))
                    if at is not None and c is not None and c.revision == at.point.revision)
         paper = F4PaperTable(

@@ -205,7 +205,15 @@ def series_shape(values: Sequence[float], step_share: float = SPEC.step_share) -
         return ShapeResult("flat", first, final, float(total), float(largest), at, None)
     share = largest / total
     shape = "step" if share >= Fraction(step_share) else "ramp"
-    return ShapeResult(shape, first, final, float(total), float(largest), at, float(share))
+    return ShapeResult(shape, first, final, float(total), float(largest), at, _as_float(share))
+
+
+def _as_float(x: Fraction) -> float:
+    """A rational as the nearest float, infinity beyond float's range (a rise over a subnormal total)."""
+    try:
+        return float(x)
+    except OverflowError:
+        return float("inf") if x > 0 else float("-inf")
 
 
 def bos_shape(
@@ -287,8 +295,8 @@ def first_recall_at_least(
     recs = by_tokens(records)
     total = float(total_tokens if total_tokens is not None else recs[-1].tokens_seen)  # type: ignore[arg-type]
     final, series = recall_series(recs, threshold, intermediate_threshold)
-    # A small tolerance so that 2 of 3 heads counts as reaching 2/3 despite float rounding.
-    point = next((p for p in series if p.recall >= level - 1e-9), None)
+    # No tolerance: k / n and a level written as the same ratio (2 / 3) round to the same float.
+    point = next((p for p in series if p.recall >= level), None)
     return ConvergenceResult(tuple(layer_order(final)), level, point, total, tuple(series))
 
 

@@ -47,6 +47,9 @@ class Thresholds:
     f4_max_fraction: float = 0.025
     #: [§6, F1] layers that must hold no BOS head.
     f1_layers: tuple[int, ...] = (0, 1)
+    #: [§6, F4] the paper table's tokens name the revision whose tokens are within this relative
+    #: distance (the table rounds: "6.3B" for step3000's 6.29B).
+    paper_tokens_rel_tol: float = 0.02
     #: [§6] reported, never asserted: F3 with the induction milestone at these head counts ...
     f3_sensitivity_heads: tuple[int, ...] = (1, 3, 5)
     #: ... and F5 at these elevation fractions.

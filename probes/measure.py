@@ -18,8 +18,6 @@ import torch.nn.functional as F
 import transformers
 from tqdm.auto import tqdm
 
-from headwatch.spec import SPEC
-
 from . import ablation as ablation_lib
 from .architectures import HeadGeometry, head_geometry
 from .batch import InductionBatch, induction_batch
@@ -27,9 +25,10 @@ from .capture import capturing, check_finite
 from .intervals import record_intervals
 from .participation import participation_ratio
 from .record import (
-    PROBE_VERSION, AblationResult, MeasurementRecord, ProbeSettings, RecordIntervals, SinkScore, TaskMetrics, head_key,
+    PROBE_VERSION, AblationResult, MeasurementRecord, ProbeSettings, RecordIntervals, TaskMetrics, head_key,
 )
 from .selectivity import SelectivityAccumulator, baseline_positions, induction_circuit
+from .sink import sink_score
 
 class TaskAccumulator:
     """Next-token metrics at the query position against the induction target b."""
@@ -156,15 +155,6 @@ def intervals_of(screened: ScreenResult, task: TaskMetrics, ablations: list[Abla
         n_resamples=settings.n_bootstrap, seed=settings.bootstrap_seed, level=settings.interval_level,
         induction_threshold=settings.induction_threshold, bos_threshold=settings.bos_threshold,
     )
-
-
-def sink_score(first_position: torch.Tensor, eps: float = SPEC.sink_eps) -> SinkScore:
-    """Sink_1^eps from [n, L, H] per-example attention to position 0 (averaged over queries 1..T-1)."""
-    mean = first_position.double().mean(0)  # [L, H]
-    L, H = mean.shape
-    per_head = {head_key(l, h): float(mean[l, h]) for l in range(L) for h in range(H)}
-    share = sum(v > eps for v in per_head.values()) / len(per_head)
-    return SinkScore(eps=eps, n_examples=int(first_position.shape[0]), share=share, first_position_attention=per_head)
 
 
 def measure(
