@@ -58,6 +58,11 @@ def _round(x: float | None, nd: int = 4) -> float | None:
     return None if x is None else round(float(x), nd)
 
 
+def _sig(x: float | None, digits: int = 4) -> float | None:
+    """``x`` to ``digits`` significant digits (p-values span many orders of magnitude)."""
+    return None if x is None else float(f"{x:.{digits}g}")
+
+
 def _pct(x: float | None, nd: int = 1) -> str:
     return "?" if x is None else f"{100 * x:.{nd}f}%"
 
@@ -533,7 +538,7 @@ def judge_causal(records: Sequence[MeasurementRecord], spec: Thresholds = SPEC) 
         n_random_heads=len(v.random_heads), random_matched_to=note or "the induction circuit (docs/SPEC.md §4)",
         baseline_count=_count_pair(v.baseline_count), circuit_count=_count_pair(v.circuit_count),
         random_count=_count_pair(v.random_count), counts_reconstructed=reconstructed,
-        p_vs_random=_round(p_rnd, 6), p_vs_baseline=_round(p_base, 6), alpha=alpha, top1_intervals=intervals,
+        p_vs_random=_sig(p_rnd), p_vs_baseline=_sig(p_base), alpha=alpha, top1_intervals=intervals,
     )
     key = f"{_pct(share)} of base"
     if v.random_top1 is not None and v.baseline_top1:
@@ -542,7 +547,7 @@ def judge_causal(records: Sequence[MeasurementRecord], spec: Thresholds = SPEC) 
             key += " \u2020"  # the control is matched to another head set: the report's footnote says so
     figure = KeyFigure("circuit-ablated top-1 as a share of baseline", _round(share), max_share,
                        method=FISHER + (" (counts reconstructed from rates x N)" if reconstructed else ""),
-                       p_value=_round(p_rnd, 6))
+                       p_value=_sig(p_rnd))
     return Verdict("causal", status, message, details, key=key,
                    margin=None if share is None else _round(max_share - share), figure=figure)
 

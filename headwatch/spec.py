@@ -2,8 +2,12 @@
 
 Everything that decides a verdict lives here once: the probes' defaults (``ProbeSettings``), the
 head sets (:mod:`headwatch.probes.selectivity`), the trajectory quantities
-(:mod:`headwatch.claims.trajectory`) and the judge (:mod:`headwatch.claims.judge`) all read
-:data:`SPEC`. A panel may change a model's expectations (:class:`Expectations`), never the table.
+(:mod:`headwatch.claims.trajectory`), the statistics (:mod:`headwatch.stats`: interval level,
+bootstrap, exact tests' alpha) and the judge (:mod:`headwatch.claims.judge`) all read
+:data:`SPEC`; the judge takes the table as an argument, so the sensitivity grid
+(:mod:`headwatch.claims.sensitivity`) re-judges with one value changed. A panel may change a
+model's expectations (:class:`Expectations`), never the table. Each constant has a just-passing and
+a just-failing test in tests/test_tolerances.py (docs/statistics.md).
 
 Why ``ProbeSettings`` still carries thresholds: they are part of every measurement's cache key and
 of the record's ``settings`` (the published files state theirs). Their defaults come from this

@@ -40,6 +40,11 @@ def test_published_panel_verdicts_json(tmp_path, capsys):
     assert olmo["F3"]["figure"]["interval"] == pytest.approx([5.087, 26.4], abs=1e-3)
     assert olmo["F1"]["figure"]["method"] == "no interval: published means"
     assert data["models"]["EleutherAI/pythia-1b"]["F3"]["status"] == "not_applicable"  # not DCLM
+    # causal p-values keep significant digits (1 vs 27 of 2000: p ~ 1e-7 must not print as 0)
+    pythia = data["models"]["EleutherAI/pythia-1b"]["causal"]
+    assert pythia["status"] == "consistent_not_established" and pythia["figure"]["p_value"] == pytest.approx(0.105, abs=5e-4)
+    assert olmo["causal"]["status"] == "holds" and 1e-8 < olmo["causal"]["figure"]["p_value"] < 1e-6
+    assert olmo["causal"]["details"]["p_vs_random"] == olmo["causal"]["figure"]["p_value"]
     # the same judge as the tests
     from headwatch.fixtures.panels import load_panel
 
