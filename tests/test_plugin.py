@@ -184,3 +184,12 @@ def test_hypothesis_profiles():
     expected = "ci" if os.environ.get("CI") else os.environ.get("HYPOTHESIS_PROFILE", "dev")
     assert settings.default == settings.get_profile(expected)
     assert 'export CI="${CI:-1}"' in (Path(__file__).resolve().parents[1] / ".ci" / "run").read_text()
+
+
+def test_the_suite_runs_with_xdist_disabled():
+    """pyproject's addopts pass --dist loadgroup; with -p no:xdist the root conftest accepts it."""
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider", "-q",
+                          "--collect-only", "tests/test_verdict.py"], cwd=root, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0 and "unrecognized arguments" not in out.stderr, out.stdout[-2000:] + out.stderr[-2000:]
