@@ -1,10 +1,19 @@
 """How a claim test turns a judge verdict into a pytest outcome: the one place that decides it.
 
-- :data:`PYTEST_OUTCOME` maps each :class:`~headwatch.claims.verdict.Status` to pass, fail or skip;
-  a skip carries the judge's message naming what is missing.
-- the panel declares the claim a known deviation for this model: ``xfail(strict=True)`` whose reason
-  carries the measured quantities, so a deviation that stops happening fails the run.
-- a failing verdict fails the test with the judge's message (measured heads, revisions, ratios).
+- :data:`PYTEST_OUTCOME` maps each :class:`~headwatch.claims.verdict.Status` to pass, fail or skip.
+  ``holds`` and ``holds vacuously`` pass; ``fails`` fails with the judge's message (measured heads,
+  revisions, ratios, intervals, p-values). Three statuses skip, each with its reason:
+  ``consistent, not established`` (the point estimate passes, the uncertainty does not exclude
+  failing: never a plain pass, and not a failure either: the reason starts "consistent, not
+  established" and says which interval or p-value falls short), ``not applicable`` (the claim does
+  not apply: the reason names what is missing), and ``not judged`` (the organism did not form its
+  circuit: the reason starts "not judged: organism did not form" and gives the formation numbers).
+- a model whose panel declares formation (``[models.expect.formation]``) and did not form has every
+  claim ``not judged`` here, whatever its own verdict (:func:`headwatch.claims.judge.not_judged`).
+- a declared deviation (``[models.expect] xfail``): the test xfails strictly only when the verdict
+  fails and matches the declaration (:func:`headwatch.claims.verdict.check_deviation`); a failing
+  verdict that does not match fails with declared vs measured; a declared deviation that does not
+  occur fails the run (XPASS(strict)).
 """
 from __future__ import annotations
 
@@ -13,48 +22,77 @@ from typing import Any
 import pytest
 
 from headwatch.fixtures.panels import PanelModel
+from headwatch.spec import Deviation
 
-from .verdict import Status, Verdict, plain
+from .judge import judge_formation, not_judged
+from .verdict import Status, Verdict, check_deviation, plain
 
-#: Status -> what the claim test does. "holds_vacuously" and "consistent_not_established" are
-#: decided here when the verdict statistics give them (today the judge never does).
+#: Status -> what the claim test does.
 PYTEST_OUTCOME: dict[Status, str] = {
     Status.HOLDS: "pass",
     Status.HOLDS_VACUOUSLY: "pass",
     Status.CONSISTENT_NOT_ESTABLISHED: "skip",
     Status.FAILS: "fail",
     Status.NOT_APPLICABLE: "skip",
+    Status.NOT_JUDGED: "skip",
 }
 
 
-def declared_deviation(model_entry: PanelModel, claim: str, verdict: Verdict, revision: str | None = None) -> str | None:
-    """The panel's reason for expecting ``claim`` to fail here, or None.
+def skip_reason(claim: str, label: str, verdict: Verdict) -> str:
+    """The reason a skipped claim test gives: it starts with the status in words."""
+    if verdict.status is Status.NOT_JUDGED:
+        return f"{verdict.message} [{claim}, {label}]"  # the judge's message starts "not judged: organism did not form"
+    if verdict.status is Status.CONSISTENT_NOT_ESTABLISHED:
+        return f"consistent, not established: {claim} for {label}: {verdict.message}"
+    return f"{claim} not applicable to {label}: {verdict.message}"
 
-    For a per-revision test, ``"<claim>@<revision>"`` declares one revision (strict there); a
-    model-wide ``"<claim>"`` applies only where the revision fails, since a model-wide deviation
-    need not occur at every revision (the model-level test of the claim keeps it strict).
+
+def declared_deviation(model_entry: PanelModel, claim: str, revision: str | None = None
+                       ) -> tuple[Deviation | None, bool]:
+    """(the panel's declaration for ``claim`` here, whether it is model-wide applied to one revision).
+
+    ``"<claim>@<revision>"`` declares one revision (checked exactly there); a model-wide
+    ``"<claim>"`` seen from a per-revision test is checked loosely there (the revision among the
+    declared ones, its failing heads among the declared heads), exactly by the model-level test.
     """
     xfail = model_entry.expect.xfail
     if revision is not None and f"{claim}@{revision}" in xfail:
-        return xfail[f"{claim}@{revision}"]
-    declared = xfail.get(claim)
-    if declared and revision is not None and verdict.holds:
-        return None
-    return declared
+        return xfail[f"{claim}@{revision}"], False
+    deviation = xfail.get(claim)
+    return deviation, deviation is not None and revision is not None
+
+
+def formation_withheld(request: pytest.FixtureRequest, model_entry: PanelModel, verdict: Verdict) -> Verdict:
+    """``verdict``, or its ``not judged`` form when the panel declares formation and the model did not form."""
+    if model_entry.expect.formation is None:
+        return verdict
+    records = request.getfixturevalue("model_records")
+    formation = judge_formation(records, model_entry.expect, getattr(model_entry, "total_tokens", None))
+    return not_judged(verdict, formation) if formation.status is Status.FAILS else verdict
 
 
 def check_verdict(request: pytest.FixtureRequest, model_entry: PanelModel, claim: str, verdict: Verdict,
                   revision: str | None = None) -> None:
     """Skip, xfail-strict or assert, as described in the module docstring."""
     label = model_entry.id + (f"@{revision}" if revision else "")
+    verdict = formation_withheld(request, model_entry, verdict)
     outcome = PYTEST_OUTCOME[verdict.status]
     if outcome == "skip":
-        pytest.skip(f"{claim} not applicable to {label}: {verdict.message}")
-    declared = declared_deviation(model_entry, claim, verdict, revision)
-    if declared:
-        request.applymarker(pytest.mark.xfail(
-            strict=True, reason=f"panel declares {claim} a known deviation for {label} ({declared}); "
-                                f"measured: {verdict.message}"))
+        pytest.skip(skip_reason(claim, label, verdict))
+    deviation, loose = declared_deviation(model_entry, claim, revision)
+    if deviation is not None:
+        if verdict.status is Status.FAILS:
+            found = check_deviation(verdict, deviation, one_revision_of_many=loose)
+            if not found.matches:
+                pytest.fail(f"{claim} fails for {label}, but not as the panel declares: declared {found.declared}; "
+                            f"measured {found.measured} ({deviation.reason}); {verdict.message}", pytrace=False)
+        # A model-wide declaration need not hold at every revision unless it names the revisions.
+        applies = not loose or (deviation.revisions is not None and revision in deviation.revisions) \
+            or verdict.status is Status.FAILS
+        if applies:
+            request.applymarker(pytest.mark.xfail(
+                strict=True, reason=f"panel declares {claim} a known deviation for {label} ({deviation.reason}; "
+                                    f"expects {deviation.expected()}); measured: {verdict.message}"))
     assert outcome == "pass", f"{claim} fails for {label}: {verdict.message}"
 
 

@@ -122,6 +122,10 @@ def bos_figure(records: Sequence[MeasurementRecord], verdicts: Mapping[str, Verd
     if shape.rise_at is not None and shape.shape == "step":
         ax.plot(xs[shape.rise_at - 1:shape.rise_at + 1], series[shape.rise_at - 1:shape.rise_at + 1],
                 color="black", lw=3.5, alpha=0.35, label=f"largest rise {100 * shape.largest_rise:.1f} pts")
+    if any(r.sink is not None for r in recs):  # Gu et al.'s Sink_1^eps beside it: reported, not asserted
+        sink = [100 * r.sink.share_at(SPEC.sink_eps) if r.sink is not None else np.nan for r in recs]
+        ax.plot(xs, sink, "s--", color="gray", lw=1, ms=4, label=f"Sink$_1^{{\\epsilon={SPEC.sink_eps:g}}}$ (sub-batch)")
+    if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="upper left", fontsize=8, frameon=False)
     ax.axhline(100 * SPEC.bos_level, color="gray", lw=0.8, ls=":")
     _token_axis(ax, xs, _has_zero(recs))  # before the marks: they place their labels by the axis limits

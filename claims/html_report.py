@@ -26,10 +26,12 @@ import pytest
 from headwatch.fixtures.provider import Provider
 
 from .figures import model_figures
-from .report_data import FAILS, HOLDS, NA, XFAIL, XPASS, model_report, verdict_cell
+from .report_data import (
+    CONSISTENT, FAILS, HOLDS, MISMATCH, NA, NOT_JUDGED, VACUOUS, XFAIL, XPASS, model_report, verdict_cell,
+)
 from .report_render import fragment
 
-_CLAIM_MODULE = re.compile(r"(?:^|/)test_(f[1-5]|causal)_[^/]*\.py$")
+_CLAIM_MODULE = re.compile(r"(?:^|/)test_(f[1-5]|causal|formation)(?:_[^/]*)?\.py$")
 _OUTCOME_ORDER = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
 
 
@@ -45,7 +47,7 @@ def classify(nodeid: str) -> tuple[str, str | None, bool] | None:
     m = _CLAIM_MODULE.search(path)
     if not m:
         return None
-    claim = m.group(1).upper() if m.group(1) != "causal" else "causal"
+    claim = m.group(1).upper() if m.group(1) not in ("causal", "formation") else m.group(1)
     func, _, param = rest.partition("[")
     control = func.split("::")[-1].startswith("test_negative_control")
     model = param.rstrip("]").split("@")[0] if param and not control else None
@@ -72,13 +74,13 @@ def tests_line(counts: Counter) -> str:
 def disagrees(status: str, counts: Counter) -> bool:
     """Whether the tests' outcomes contradict the judge's verdict (a bug somewhere: flag it)."""
     bad = counts.get("failed", 0) + counts.get("error", 0)
-    if status == HOLDS:
+    if status in (HOLDS, VACUOUS):
         return bool(bad or counts.get("xfailed"))
-    if status in (FAILS, XPASS):
+    if status in (FAILS, XPASS, MISMATCH):
         return not bad
     if status == XFAIL:
         return not counts.get("xfailed")
-    if status == NA:
+    if status in (NA, CONSISTENT, NOT_JUDGED):  # skips: a pass or a failure would contradict them
         return bool(bad or counts.get("passed"))
     return False
 

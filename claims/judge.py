@@ -1,29 +1,40 @@
-"""The one judge of claims F1-F5 and the causal check (docs/SPEC.md §6), shared by tests and CLI.
+"""The one judge of claims F1-F5, the causal check and organism formation (docs/SPEC.md §6), shared
+by tests, CLI and report.
 
 Each ``judge_*`` function takes a model's records (and, where a claim needs them, the panel's
 :class:`~headwatch.spec.Expectations`) and returns a :class:`~headwatch.claims.verdict.Verdict`:
-a status, a one-line message stating the measured quantities, the headline figure and margin, and
-the claim's typed details. :func:`judge_model` runs them all. Every bar comes from
-:data:`headwatch.spec.SPEC` unless the panel's expectations override it for the model.
+a status in the shared vocabulary (holds / holds vacuously / consistent, not established / fails /
+not applicable / not judged), a one-line message stating the measured quantities, the key figure
+with its bar, interval and method, the margin, and the claim's typed details. :func:`judge_model`
+runs them all (formation first, where a panel declares it). Every bar comes from ``spec`` (default
+:data:`headwatch.spec.SPEC`) unless the panel's expectations override it for the model; the
+sensitivity grid (:mod:`headwatch.claims.sensitivity`) re-judges with other ``spec`` values.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 
-from headwatch.probes.record import MeasurementRecord, parse_head_key
-from headwatch.spec import CLAIMS, SPEC, Expectations
+from headwatch.probes.record import MeasurementRecord, parse_head_key, TRAINING_PROVENANCE
+from headwatch.probes.selectivity import bos_heads, induction_circuit
+from headwatch.spec import CLAIMS, FORMATION, SPEC, Expectations, Thresholds
+from headwatch.stats import CLOPPER_PEARSON, FISHER, REVISION_GRID, clopper_pearson, finite_or_none
 
 from . import trajectory as T
 from .verdict import (
     CausalDetails, F1Details, F1Violation, F2Details, F3Details, F3Sensitivity, F4Computed, F4Details,
-    F4PaperTable, F5Details, F5Head, F5Sensitivity, Point, RecallAt, Status, Verdict,
+    F4PaperTable, F5Details, F5Head, F5Sensitivity, FormationDetails, KeyFigure, Point, RecallAt, Status,
+    Verdict, check_deviation, fmt_interval, plain,
 )
 
 __all__ = ["CLAIMS", "judge_model", "judge_f1", "judge_f1_revision", "judge_f2", "judge_f3", "judge_f4",
-           "judge_f5", "judge_causal", "fmt_tokens", "status_word"]
+           "judge_f5", "judge_causal", "judge_formation", "not_judged", "fmt_tokens", "status_word"]
 
 _NONE = Expectations()
+
+#: The two readings of F4's recall (docs/statistics.md): their names in details and messages.
+UNIFORM_READING, INTERMEDIATE_READING = "uniform 50x", "intermediate 30x"
 
 
 # ---- formatting helpers ----------------------------------------------------------------------
@@ -47,79 +58,162 @@ def _round(x: float | None, nd: int = 4) -> float | None:
     return None if x is None else round(float(x), nd)
 
 
+def _sig(x: float | None, digits: int = 4) -> float | None:
+    """``x`` to ``digits`` significant digits (p-values span many orders of magnitude)."""
+    return None if x is None else float(f"{x:.{digits}g}")
+
+
 def _pct(x: float | None, nd: int = 1) -> str:
     return "?" if x is None else f"{100 * x:.{nd}f}%"
+
+
+def _with_interval(value: float, interval: tuple | None) -> str:
+    """'28.1x' or '37.7x [32.4, 43.8]'."""
+    return f"{value:.3g}x" + (f" {fmt_interval(interval)}" if interval is not None else "")
+
+
+def _layers_txt(layers: Sequence[int]) -> str:
+    return "/".join(str(l) for l in layers)
 
 
 # ---- F1 ---------------------------------------------------------------------------------------
 
 
-def _early_peak(records: Sequence[MeasurementRecord], layers: Sequence[int]) -> tuple[str | None, float | None]:
-    """The head in ``layers`` with the highest first-token selectivity over ``records``."""
+def _early_heads(record: MeasurementRecord, layers: Sequence[int]) -> list[str]:
     wanted = set(layers)
-    best: tuple[str | None, float | None] = (None, None)
+    return [h for h in record.all_head_selectivity if parse_head_key(h)[0] in wanted]
+
+
+def _early_peak(records: Sequence[MeasurementRecord], layers: Sequence[int]
+                ) -> tuple[str | None, float | None, MeasurementRecord | None]:
+    """The head in ``layers`` with the highest first-token selectivity over ``records``, and its record."""
+    best: tuple[str | None, float | None, MeasurementRecord | None] = (None, None, None)
     for r in records:
-        for h, sel in r.all_head_selectivity.items():
-            if parse_head_key(h)[0] in wanted and (best[1] is None or sel["first-token"] > best[1]):
-                best = (h, sel["first-token"])
+        for h in _early_heads(r, layers):
+            sel = r.all_head_selectivity[h]["first-token"]
+            if best[1] is None or sel > best[1]:
+                best = (h, sel, r)
     return best
 
 
-def _f1_key(violations: Sequence[F1Violation], record: MeasurementRecord, layers: Sequence[int]) -> str:
-    early = sum(1 for h in record.all_head_selectivity if parse_head_key(h)[0] in set(layers))
+def _highest_upper_bound(records: Sequence[MeasurementRecord], layers: Sequence[int]) -> float | None:
+    """The largest upper interval bound of any early head's first-token selectivity (None: no intervals)."""
+    bounds = [b[1] for r in records for h in _early_heads(r, layers)
+              if (b := r.selectivity_interval(h, "first-token")) is not None]
+    return max(bounds) if bounds else None
+
+
+def _f1_key(violations: Sequence[F1Violation], record: MeasurementRecord, layers: Sequence[int],
+            figure: KeyFigure) -> str:
+    """'0 of 32 heads; max 28.1x' (the margin to the bar shows), with the interval where there is one."""
+    early = len(_early_heads(record, layers))
     worst = max((len(v.heads) for v in violations), default=0)
-    return f"{worst} of {early} heads" + (f" ({len(violations)} rev.)" if violations else "")
+    peak = "" if figure.value is None else f"; max {_with_interval(figure.value, figure.interval)}"
+    return f"{worst} of {early} heads" + (f" ({len(violations)} rev.)" if violations else "") + peak
 
 
-def judge_f1_revision(record: MeasurementRecord, layers: Sequence[int] = SPEC.f1_layers,
-                      threshold: float = SPEC.bos) -> Verdict:
-    """F1 at one revision: no head in ``layers`` with first-token selectivity >= threshold."""
+def _f1_figure(records: Sequence[MeasurementRecord], layers: Sequence[int], threshold: float
+               ) -> tuple[KeyFigure, str | None, MeasurementRecord | None]:
+    top, peak, rec = _early_peak(records, layers)
+    interval = rec.selectivity_interval(top, "first-token") if rec is not None and top is not None else None
+    method = (rec.intervals.methods.get("selectivity", "") if interval is not None and rec.intervals
+              else (rec.no_interval_reason() if rec is not None else ""))
+    return (KeyFigure(f"largest layer-{_layers_txt(layers)} first-token selectivity", _round(peak, 3), threshold,
+                      None if interval is None else (_round(interval[0], 3), _round(interval[1], 3)), method),
+            top, rec)
+
+
+def _f1_status(violations: bool, bos_anywhere: int, upper: float | None, threshold: float) -> Status:
+    if violations:
+        return Status.FAILS
+    if bos_anywhere == 0:
+        return Status.HOLDS_VACUOUSLY
+    if upper is not None and upper >= threshold:
+        return Status.CONSISTENT_NOT_ESTABLISHED
+    return Status.HOLDS
+
+
+def _f1_caveat(status: Status, upper: float | None, threshold: float) -> str:
+    if status is Status.HOLDS_VACUOUSLY:
+        return "; holds vacuously: no head in any layer has first-token selectivity >= " f"{threshold:g}"
+    if status is Status.CONSISTENT_NOT_ESTABLISHED:
+        return f"; not established: an early head's 95% upper bound reaches {upper:.3g} (>= {threshold:g})"
+    return ""
+
+
+def judge_f1_revision(record: MeasurementRecord, spec: Thresholds = SPEC) -> Verdict:
+    """F1 at one revision: no head in the F1 layers with first-token selectivity >= the BOS bar."""
+    layers, threshold = spec.f1_layers, spec.bos
     heads = T.early_layer_bos_heads(record, layers, threshold)
     sel = {h: _round(record.all_head_selectivity[h]["first-token"], 2) for h in heads}
     where = f"{record.revision} ({fmt_tokens(record.tokens_seen)} tokens)"
-    layer_txt = "/".join(str(l) for l in layers)
-    top, peak = _early_peak([record], layers)
+    figure, top, _ = _f1_figure([record], layers, threshold)
+    anywhere = len(bos_heads(record.all_head_selectivity, threshold))
+    upper = _highest_upper_bound([record], layers)
+    status = _f1_status(bool(heads), anywhere, upper, threshold)
     if heads:
-        message = (f"{len(heads)} BOS head(s) in layers {layer_txt} at {where}: "
+        message = (f"{len(heads)} BOS head(s) in layers {_layers_txt(layers)} at {where}: "
                    + ", ".join(f"{h} (first-token {v}x)" for h, v in sel.items()))
     else:
-        shown = peak if peak is not None else float("nan")
-        message = (f"no BOS head in layers {layer_txt} at {where}; highest first-token selectivity "
-                   f"there: {top} {shown:.3g}x (< {threshold:g})")
+        shown = figure.value if figure.value is not None else float("nan")
+        message = (f"no BOS head in layers {_layers_txt(layers)} at {where}; highest first-token selectivity "
+                   f"there: {top} {_with_interval(shown, figure.interval)} (< {threshold:g}; {figure.method})")
+    message += _f1_caveat(status, upper, threshold)
     violations = (F1Violation(record.revision, record.tokens_seen, tuple(heads)),) if heads else ()
-    details = F1Details(layers=tuple(layers), threshold=threshold, peak_selectivity=_round(peak), peak_head=top,
+    details = F1Details(layers=tuple(layers), threshold=threshold, peak_selectivity=figure.value, peak_head=top,
                         revision=record.revision, tokens=record.tokens_seen, heads=tuple(heads),
-                        first_token_selectivity=sel)
-    return Verdict("F1", Status.of(not heads), message, details, key=_f1_key(violations, record, layers),
-                   margin=None if peak is None else _round(threshold - peak))
+                        first_token_selectivity=sel, peak_revision=record.revision, peak_interval=figure.interval,
+                        interval_method=figure.method, highest_upper_bound=_round(upper, 3),
+                        bos_heads_anywhere=anywhere, vacuous_revisions=() if anywhere else (record.revision,))
+    return Verdict("F1", status, message, details, key=_f1_key(violations, record, layers, figure),
+                   margin=None if figure.value is None else _round(threshold - figure.value),
+                   figure=figure, failing_revisions=(record.revision,) if heads else (), failing_heads=tuple(heads))
 
 
-def judge_f1(records: Sequence[MeasurementRecord], layers: Sequence[int] = SPEC.f1_layers,
-             threshold: float = SPEC.bos) -> Verdict:
-    """F1 over every revision."""
+def judge_f1(records: Sequence[MeasurementRecord], spec: Thresholds = SPEC) -> Verdict:
+    """F1 over every revision: fails where any revision has a BOS head in the F1 layers; holds
+    vacuously where no revision has a BOS head in any layer; not established where an early
+    head's interval reaches the bar."""
+    layers, threshold = spec.f1_layers, spec.bos
     recs = T.by_tokens(records)
-    per_rev = [judge_f1_revision(r, layers, threshold) for r in recs]
-    bad = [F1Violation(v.details.revision, v.details.tokens, v.details.heads) for v in per_rev if not v.holds]
+    per_rev = [judge_f1_revision(r, spec) for r in recs]
+    bad = [F1Violation(v.details.revision, v.details.tokens, v.details.heads) for v in per_rev if v.status is Status.FAILS]
+    vacuous = tuple(v.details.revision for v in per_rev if v.status is Status.HOLDS_VACUOUSLY)
+    anywhere = max(v.details.bos_heads_anywhere for v in per_rev)
+    upper = _highest_upper_bound(recs, layers)
+    status = _f1_status(bool(bad), anywhere, upper, threshold)
+    figure, top, rec = _f1_figure(recs, layers, threshold)
     if bad:
-        message = "BOS heads in layers 0/1 at " + "; ".join(f"{v.revision}: {', '.join(v.heads)}" for v in bad)
+        message = (f"BOS heads in layers {_layers_txt(layers)} at "
+                   + "; ".join(f"{v.revision}: {', '.join(v.heads)}" for v in bad))
     else:
-        message = f"no BOS head in layers {'/'.join(map(str, layers))} at any of {len(per_rev)} revisions"
-    top, peak = _early_peak(recs, layers)
+        message = f"no BOS head in layers {_layers_txt(layers)} at any of {len(per_rev)} revisions"
+    if figure.value is not None:
+        message += (f"; highest first-token selectivity there {_with_interval(figure.value, figure.interval)} "
+                    f"({top} at {rec.revision if rec else '?'}; bar {threshold:g}; {figure.method})")
+    if vacuous and status is not Status.HOLDS_VACUOUSLY:
+        message += f"; vacuous at {len(vacuous)} of {len(per_rev)} revisions (no BOS head in any layer)"
+    message += _f1_caveat(status, upper, threshold)
     details = F1Details(layers=tuple(layers), threshold=threshold, revisions_checked=len(per_rev),
-                        violations=tuple(bad), peak_selectivity=_round(peak), peak_head=top)
-    return Verdict("F1", Status.of(not bad), message, details, key=_f1_key(bad, recs[-1], layers),
-                   margin=None if peak is None else _round(threshold - peak))
+                        violations=tuple(bad), peak_selectivity=figure.value, peak_head=top,
+                        peak_revision=rec.revision if rec else None, peak_interval=figure.interval,
+                        interval_method=figure.method, highest_upper_bound=_round(upper, 3),
+                        bos_heads_anywhere=anywhere, vacuous_revisions=vacuous)
+    heads = tuple(T.layer_order({h for v in bad for h in v.heads}))
+    return Verdict("F1", status, message, details, key=_f1_key(bad, recs[-1], layers, figure),
+                   margin=None if figure.value is None else _round(threshold - figure.value),
+                   figure=figure, failing_revisions=tuple(v.revision for v in bad), failing_heads=heads)
 
 
 # ---- F2 ---------------------------------------------------------------------------------------
 
 
-def judge_f2(records: Sequence[MeasurementRecord], expect: Expectations = _NONE,
-             step_share: float = SPEC.step_share) -> Verdict:
+def judge_f2(records: Sequence[MeasurementRecord], expect: Expectations = _NONE, spec: Thresholds = SPEC) -> Verdict:
     """F2: the BOS-fraction shape matches the panel's expected shape (not applicable if none declared)."""
+    step_share = spec.step_share
     recs = T.by_tokens(records)
-    shape = T.bos_shape(recs, step_share)
-    series = T.bos_fraction_series(recs)
+    shape = T.bos_shape(recs, step_share, spec.bos)
+    series = T.bos_fraction_series(recs, spec.bos)
     pts = T.tokens_per_revision(recs)
     rise = None
     if shape.rise_at is not None:
@@ -141,157 +235,260 @@ def judge_f2(records: Sequence[MeasurementRecord], expect: Expectations = _NONE,
     if shape.share is not None and expect.bos_shape is not None:
         margin = _round(shape.share - step_share if expect.bos_shape == "step" else step_share - shape.share)
     key = f"{details.shape}: {details.largest_rise_points:.1f} of {details.total_rise_points:.1f} pts"
+    figure = KeyFigure("largest adjacent rise / total rise of the BOS fraction", details.share, step_share,
+                       method="no interval (the shape of a curve on the revision grid)")
     return Verdict("F2", Status.of(holds), f"BOS fraction is a {shape.shape}: {rise_txt}; {expected_txt}",
-                   details, key=key, margin=margin)
+                   details, key=key, margin=margin, figure=figure)
 
 
 # ---- F3 ---------------------------------------------------------------------------------------
 
 
-def judge_f3(records: Sequence[MeasurementRecord], expect: Expectations = _NONE,
-             min_heads: int = SPEC.induction_min_heads) -> Verdict:
-    """F3: for DCLM models, t_bos50 / t_induction >= the bar (10). Not applicable otherwise."""
-    min_ratio = expect.min_ratio
-    sep = T.induction_bos_separation(records, min_heads=min_heads)
+def judge_f3(records: Sequence[MeasurementRecord], expect: Expectations = _NONE, spec: Thresholds = SPEC) -> Verdict:
+    """F3: for DCLM models, t_bos50 / t_induction >= the bar (10). Not applicable otherwise.
+
+    The revision grid brackets both milestones, so the ratio is only known to lie in [lo, hi]:
+    established (holds) iff lo >= bar; consistent, not established if the point estimate passes
+    and lo < bar; fails if the point estimate is below the bar (the message says when the grid
+    still allows the bar: hi >= bar).
+    """
+    min_ratio = expect.min_ratio if expect.f3_min_ratio is not None else spec.f3_min_ratio
+    min_heads = spec.induction_min_heads
+
+    def separation(k: int) -> T.SeparationResult:
+        return T.induction_bos_separation(records, min_heads=k, induction_threshold=spec.induction,
+                                          bos_level=spec.bos_level, bos_threshold=spec.bos)
+
+    sep = separation(min_heads)
     sensitivity = {}
-    for k in SPEC.f3_sensitivity_heads:
-        s = T.induction_bos_separation(records, min_heads=k)
+    for k in spec.f3_sensitivity_heads:
+        s = separation(k)
         sensitivity[str(k)] = F3Sensitivity(_point(s.induction.point), _round(s.ratio))
+    bounds = sep.bounds
+    interval = None if bounds is None else (_round(bounds[0]), _round(finite_or_none(bounds[1])))
     ratio_txt = (f"t_bos50 / t_induction = {fmt_tokens(sep.bos.tokens)} / {fmt_tokens(sep.induction.tokens)}"
                  + (f" = {sep.ratio:.3g}" if sep.ratio is not None else " (undefined)"))
+    grid_txt = ""
+    if bounds is not None:
+        ib, bb = sep.induction.bracket, sep.bos.bracket
+        grid_txt = (f"; on the revision grid t_induction is in ({fmt_tokens(ib[0])}, {fmt_tokens(ib[1])}] and t_bos50 in "
+                    f"({fmt_tokens(bb[0])}, {fmt_tokens(bb[1])}], so the ratio is in {fmt_interval(interval)}")
     where = (f"t_induction at {sep.induction.revision or 'no revision'} (>= {min_heads} heads at induction "
-             f">= {SPEC.induction:g}), t_bos50 at {sep.bos.revision or 'no revision'}")
+             f">= {spec.induction:g}), t_bos50 at {sep.bos.revision or 'no revision'}")
+    established = None
     if not expect.dclm:
-        holds, verdict = None, "not a DCLM model: F3 does not apply"
-    elif sep.ratio is None:
-        holds, verdict = False, "a milestone is never reached, so the separation cannot be shown"
+        status, verdict = Status.NOT_APPLICABLE, "not a DCLM model: F3 does not apply"
+    elif sep.ratio is None or bounds is None:
+        status, verdict = Status.FAILS, "a milestone is never reached, so the separation cannot be shown"
+    elif bounds[0] >= min_ratio:
+        status, verdict, established = Status.HOLDS, f"established: the lower bound {bounds[0]:.3g} >= {min_ratio:g}", True
+    elif sep.ratio >= min_ratio:
+        status, established = Status.CONSISTENT_NOT_ESTABLISHED, False
+        verdict = f"consistent, not established: the point estimate passes (>= {min_ratio:g}) but the lower bound is {bounds[0]:.3g}"
     else:
-        holds, verdict = sep.ratio >= min_ratio, f"needs >= {min_ratio:g}"
+        status, established = Status.FAILS, False
+        verdict = (f"needs >= {min_ratio:g}" + (f" (the grid allows up to {bounds[1]:.3g}: not excluded either)"
+                                                 if bounds[1] >= min_ratio else f"; excluded: hi {bounds[1]:.3g} < {min_ratio:g}"))
     details = F3Details(applies=expect.dclm, ratio=_round(sep.ratio), min_ratio=min_ratio,
                         t_induction=_point(sep.induction.point), t_bos50=_point(sep.bos.point),
-                        milestone_heads=min_heads, sensitivity_milestone_heads=sensitivity)
-    ratio = "never" if details.ratio is None else f"{details.ratio:.3g}x"
-    return Verdict("F3", Status.of(holds), f"{ratio_txt}; {where}; {verdict}", details,
+                        milestone_heads=min_heads, sensitivity_milestone_heads=sensitivity,
+                        t_induction_before=_point(sep.induction.before), t_bos50_before=_point(sep.bos.before),
+                        ratio_interval=interval, established=established)
+    ratio = "never" if details.ratio is None else f"{details.ratio:.3g}x {fmt_interval(interval)}"
+    figure = KeyFigure("t_bos50 / t_induction (tokens)", details.ratio, min_ratio, interval,
+                       REVISION_GRID if interval is not None else "a milestone is never reached")
+    return Verdict("F3", status, f"{ratio_txt}; {where}{grid_txt}; {verdict}", details,
                    key=ratio if expect.dclm else f"{ratio} (not DCLM)",
-                   margin=None if sep.ratio is None else _round(sep.ratio - min_ratio))
+                   margin=None if sep.ratio is None else _round(sep.ratio - min_ratio), figure=figure)
 
 
 # ---- F4 ---------------------------------------------------------------------------------------
 
 
+def _f4_computed(conv: T.ConvergenceResult, intermediate: float) -> F4Computed | None:
+    if conv.point is None:
+        return None
+    b = conv.fraction_bounds
+    return F4Computed(conv.point.point.revision, conv.point.point.tokens, _round(conv.fraction_of_total, 6),
+                      _round(conv.point.recall), tuple(conv.point.found),
+                      None if b is None else (_round(b[0], 6), _round(b[1], 6)), intermediate)
+
+
 def judge_f4(records: Sequence[MeasurementRecord], expect: Expectations = _NONE,
-             total_tokens: float | None = None, level: float = SPEC.recall_level) -> Verdict:
+             total_tokens: float | None = None, spec: Thresholds = SPEC) -> Verdict:
     """F4: the first revision with recall of the final circuit >= 2/3 lies within 2.5% of training.
 
-    Reports the computed revision and, where the panel declares ``paper_f4_tokens``, the paper
-    table's number with the recall actually measured at that revision.
+    Two readings (docs/statistics.md): *uniform* (every revision's heads at the induction
+    threshold, SPEC's stated definition, which decides the verdict) and *intermediate* (the final
+    circuit at the induction threshold, heads at earlier revisions counted at the head-label
+    threshold). Where the panel declares ``paper_f4_tokens``, both are compared with the paper's
+    table: the report says which reading reproduces it.
     """
-    max_fraction = expect.max_fraction
-    conv = T.first_recall_at_least(records, level, total_tokens=total_tokens)
+    level = spec.recall_level
+    max_fraction = expect.max_fraction if expect.f4_max_fraction is not None else spec.f4_max_fraction
+    conv = T.first_recall_at_least(records, level, spec.induction, total_tokens=total_tokens)
+    conv_mid = T.first_recall_at_least(records, level, spec.induction, total_tokens=total_tokens,
+                                       intermediate_threshold=spec.label)
     series = {p.point.revision: RecallAt(p.point.tokens, _round(p.recall), tuple(p.found)) for p in conv.series}
-    computed = None
-    if conv.point is not None:
-        computed = F4Computed(conv.point.point.revision, conv.point.point.tokens, _round(conv.fraction_of_total, 6),
-                              _round(conv.point.recall), tuple(conv.point.found))
+    computed, intermediate = _f4_computed(conv, spec.induction), _f4_computed(conv_mid, spec.label)
     paper_tokens = expect.paper_f4_tokens
     paper = None
     if paper_tokens is not None:
-        at = next((p for p in conv.series if math.isclose(p.point.tokens, paper_tokens, rel_tol=0.02)), None)
+        at = next((p for p in conv.series if math.isclose(p.point.tokens, paper_tokens, rel_tol=spec.paper_tokens_rel_tol)), None)
+        by = tuple(name for name, c in ((UNIFORM_READING, computed), (INTERMEDIATE_READING, intermediate))
+                   if at is not None and c is not None and c.revision == at.point.revision)
         paper = F4PaperTable(
             tokens=paper_tokens, fraction_of_total=_round(paper_tokens / conv.total_tokens, 6),
             revision=at.point.revision if at else None, recall_there=_round(at.recall) if at else None,
-            reproduced=bool(at and at.recall >= level - 1e-9
-                            and computed is not None and at.point.revision == computed.revision),
+            reproduced=UNIFORM_READING in by, reproduced_by=by,
         )
     margin = None
     if not conv.final_circuit:
-        holds, message = None, "the final revision has no induction head (>= 50x): recall is undefined"
+        status, message = Status.NOT_APPLICABLE, f"the final revision has no induction head (>= {spec.induction:g}x): recall is undefined"
     elif conv.point is None:
-        holds, message = False, f"recall never reaches {level:.3g} before the final revision"
+        status, message = Status.FAILS, f"recall never reaches {level:.3g} before the final revision"
     else:
         frac = conv.fraction_of_total
-        holds = frac <= max_fraction
+        status = Status.of(frac <= max_fraction)
         margin = _round(max_fraction - frac, 6)
         message = (f"recall of the final circuit ({', '.join(conv.final_circuit)}) first >= {level:.3g} at "
                    f"{conv.point.point.revision} ({fmt_tokens(conv.point.point.tokens)} tokens = "
-                   f"{100 * frac:.2f}% of {fmt_tokens(conv.total_tokens)}; found {', '.join(conv.point.found)}); "
-                   f"needs <= {100 * max_fraction:g}%")
+                   f"{100 * frac:.2f}% of {fmt_tokens(conv.total_tokens)}, on the grid in "
+                   f"({100 * computed.fraction_interval[0]:.3g}%, {100 * computed.fraction_interval[1]:.3g}%]; "
+                   f"found {', '.join(conv.point.found)}); needs <= {100 * max_fraction:g}%")
+        if intermediate is not None:
+            message += (f"; intermediate-{spec.label:g}x reading: {intermediate.revision} "
+                        f"({100 * intermediate.fraction_of_total:.2f}%)")
     if paper is not None:
         message += (f"; paper table: {fmt_tokens(paper_tokens)} ({100 * paper.fraction_of_total:.2f}%), "
                     + (f"recall there {paper.recall_there:.3g}" if paper.recall_there is not None
                        else "no screened revision there")
-                    + (" - reproduced" if paper.reproduced else " - not reproduced"))
+                    + (f" - reproduced by the {' and the '.join(paper.reproduced_by)} reading"
+                       if paper.reproduced_by else " - reproduced by neither reading"))
     if computed is None:
         key = "no final circuit" if not conv.final_circuit else "never"
     else:
         key = f"{100 * computed.recall:.0f}% at {100 * computed.fraction_of_total:.2g}% of tokens"
         if paper is not None:
-            key += (f"; paper table {100 * paper.fraction_of_total:.2g}% "
-                    + ("reproduced" if paper.reproduced else "NOT reproduced"))
+            key += (f"; paper {fmt_tokens(paper_tokens)}: "
+                    + (f"{' + '.join(paper.reproduced_by)} reproduces" if paper.reproduced_by else "NOT reproduced"))
+    reproduces = None
+    if paper is not None:
+        reproduces = ("both readings" if len(paper.reproduced_by) == 2 else
+                      f"the {paper.reproduced_by[0]} reading" if paper.reproduced_by else "neither reading")
     details = F4Details(
-        computed=computed, paper_table=paper,
-        reproduces=None if paper is None else ("paper table" if paper.reproduced else "computed only"),
+        computed=computed, paper_table=paper, reproduces=reproduces,
         final_circuit=tuple(conv.final_circuit), total_tokens=conv.total_tokens, level=level,
-        max_fraction=max_fraction, recall_series=series,
+        max_fraction=max_fraction, recall_series=series, intermediate=intermediate,
+        intermediate_holds=None if intermediate is None else intermediate.fraction_of_total <= max_fraction,
     )
-    return Verdict("F4", Status.of(holds), message, details, key=key, margin=margin)
+    figure = KeyFigure("fraction of training tokens at the recall point", computed.fraction_of_total if computed else None,
+                       max_fraction, computed.fraction_interval if computed else None,
+                       REVISION_GRID if computed else "recall never reached")
+    return Verdict("F4", status, message, details, key=key, margin=margin, figure=figure)
 
 
 # ---- F5 ---------------------------------------------------------------------------------------
 
 
-def _head(l: T.HeadLead) -> F5Head:
-    return F5Head(l.head, _point(l.elevated), _point(l.crossed), _round(l.lead), l.holds)
+def _head(l: T.HeadLead, null: T.HeadNull | None) -> F5Head:
+    return F5Head(l.head, _point(l.elevated), _point(l.crossed), _round(l.lead), l.holds,
+                  level_null_share=_round(null.level_null_share) if null else None,
+                  rises=null.rises if null else None,
+                  rise_null_share=_round(null.rise_null_share) if null else None)
 
 
-def judge_f5(records: Sequence[MeasurementRecord], fraction: float = SPEC.pr_elevation_fraction) -> Verdict:
-    """F5: every final induction head has elevated PR at or before it first crosses 50x."""
+def judge_f5(records: Sequence[MeasurementRecord], spec: Thresholds = SPEC) -> Verdict:
+    """F5: every final induction head has elevated PR at or before it first crosses the induction bar.
+
+    Beside SPEC's level rule: its null share (the mean, over the final heads, of the share of ALL
+    heads that pass against that head's crossing revision; above ``f5_null_share_max`` F5 is not
+    informative: consistent, not established) and the rise rule with its own null share (reported).
+    """
+    fraction = spec.pr_elevation_fraction
     recs = T.by_tokens(records)
     if not T.has_pr(recs):
         missing = [r.revision for r in recs if r.pr is None or r.d_head <= 1]
         return Verdict("F5", Status.NOT_APPLICABLE,
                        f"no per-head PR (or d_head) at revisions {missing}: F5 cannot be judged",
                        F5Details(fraction=fraction), key="no PR")
-    res = T.pr_lead(recs, fraction)
+    res = T.pr_lead(recs, fraction, spec.induction)
     sensitivity = {}
-    for f in SPEC.f5_sensitivity_fractions:
-        r = T.pr_lead(recs, f)
+    for f in spec.f5_sensitivity_fractions:
+        r = T.pr_lead(recs, f, spec.induction)
         sensitivity[f"{f:g}"] = F5Sensitivity(r.holds, tuple(r.failing), len(r.heads) - len(r.failing), len(r.heads))
+    nulls = {n.head: n for n in T.head_nulls(recs, res.heads, fraction, spec.f5_rise_fraction)}
     d_head = recs[-1].d_head
     bar = 1 + fraction * (d_head - 1)
-    margin = None
+    margin = null_share = rise_null = rise_holds = informative = None
     if not res.heads:
-        holds, message = None, "the final revision has no induction head (>= 50x): F5 has no heads to judge"
+        status = Status.NOT_APPLICABLE
+        message = f"the final revision has no induction head (>= {spec.induction:g}x): F5 has no heads to judge"
     else:
-        holds = res.holds
         parts = []
         for l in res.heads:
             el = f"{l.elevated.revision}" if l.elevated else "never"
-            parts.append(f"{l.head}: PR elevated {el}, crosses 50x {l.crossed.revision if l.crossed else 'never'}"
-                         + (f" ({l.lead:.3g}x earlier)" if l.lead and l.lead > 1 else ""))
+            n = nulls.get(l.head)
+            parts.append(f"{l.head}: PR elevated {el}, crosses {spec.induction:g}x {l.crossed.revision if l.crossed else 'never'}"
+                         + (f" ({l.lead:.3g}x earlier)" if l.lead and l.lead > 1 else "")
+                         + (f", {100 * n.level_null_share:.0f}% of all heads elevated by then" if n else ""))
             if not l.holds:
                 i = l.crossed.index if l.crossed else -1
                 parts[-1] += f" [PR {l.pr_series[i]:.3g} < {bar:.3g} at the crossing]"
+        shares = [n.level_null_share for n in nulls.values()]
+        null_share = sum(shares) / len(shares) if shares else None
+        rise_values = [n.rises for n in nulls.values() if n.rises is not None]
+        rise_holds = all(rise_values) if rise_values else None
+        rise_shares = [n.rise_null_share for n in nulls.values() if n.rise_null_share is not None]
+        rise_null = sum(rise_shares) / len(rise_shares) if rise_shares else None
+        informative = null_share is not None and null_share <= spec.f5_null_share_max
+        if not res.holds:
+            status = Status.FAILS
+        elif not informative:
+            status = Status.CONSISTENT_NOT_ESTABLISHED
+        else:
+            status = Status.HOLDS
         message = (f"{len(res.heads) - len(res.failing)}/{len(res.heads)} final induction heads have PR - 1 >= "
                    f"{fraction:g} x (d_head - 1) (PR >= {bar:.3g}, d_head {d_head}) at or before crossing: "
                    + "; ".join(parts))
+        if null_share is not None:
+            message += (f"; null share {100 * null_share:.0f}% of all heads pass the same test"
+                        + (f" (> {100 * spec.f5_null_share_max:g}%: F5 not informative)" if not informative else
+                           f" (<= {100 * spec.f5_null_share_max:g}%)"))
+        if rise_holds is not None:
+            message += (f"; rise rule (PR >= {1 + spec.f5_rise_fraction:g}x its first value by the crossing): "
+                        f"{sum(rise_values)}/{len(rise_values)} heads"
+                        + (f", null share {100 * rise_null:.0f}%" if rise_null is not None else ""))
         gaps = [l.crossed.index - l.elevated.index for l in res.heads if l.crossed and l.elevated]
         never = any(l.crossed and not l.elevated for l in res.heads)
         margin = None if never or not gaps else float(min(gaps))
-    details = F5Details(fraction=fraction, heads=tuple(_head(l) for l in res.heads), failing=tuple(res.failing),
-                        sensitivity=sensitivity, d_head=d_head, pr_bar=bar)
+    details = F5Details(fraction=fraction, heads=tuple(_head(l, nulls.get(l.head)) for l in res.heads),
+                        failing=tuple(res.failing), sensitivity=sensitivity, d_head=d_head, pr_bar=bar,
+                        null_share=_round(null_share), null_share_max=spec.f5_null_share_max, informative=informative,
+                        rise_fraction=spec.f5_rise_fraction, rise_holds=rise_holds, rise_null_share=_round(rise_null))
     key = f"{len(res.heads) - len(res.failing)} of {len(res.heads)} heads" if res.heads else "no heads"
-    return Verdict("F5", Status.of(holds), message, details, key=key, margin=margin)
+    if null_share is not None:
+        key += f" (null {100 * null_share:.0f}%)"
+    figure = KeyFigure("fewest revisions by which PR elevation precedes the crossing", margin, 0.0,
+                       method=f"no interval; null share {_pct(null_share, 0)} of all heads pass the same test")
+    return Verdict("F5", status, message, details, key=key, margin=margin, figure=figure,
+                   failing_heads=tuple(res.failing))
 
 
 # ---- causal -----------------------------------------------------------------------------------
 
 
-def judge_causal(records: Sequence[MeasurementRecord], max_share: float = SPEC.ablation_max_share) -> Verdict:
+def _count_pair(c: T.Top1Count | None) -> tuple[int, int] | None:
+    return None if c is None else (c.k, c.n)
+
+
+def judge_causal(records: Sequence[MeasurementRecord], spec: Thresholds = SPEC) -> Verdict:
     """Causal check on the latest revision with ablations: circuit top-1 <= 25% of baseline and
-    below the matched-random control."""
+    below the matched-random control, each confirmed by a one-sided Fisher exact test on the top-1
+    counts (p < alpha); the point rules passing without the tests is "consistent, not established"."""
+    max_share, alpha = spec.ablation_max_share, spec.causal_alpha
     rec = T.last_with_ablations(records)
-    v = T.ablation_verdict(rec, max_share) if rec is not None else None
+    v = T.ablation_verdict(rec, max_share, alpha) if rec is not None else None
     if v is None:
         return Verdict("causal", Status.NOT_APPLICABLE,
                        "no revision carries an induction-circuit ablation: causal check not run",
@@ -301,55 +498,187 @@ def judge_causal(records: Sequence[MeasurementRecord], max_share: float = SPEC.a
                        f"the induction circuit ablated at {rec.revision} is empty: causal check not applicable",
                        CausalDetails(revision=rec.revision), key="not run")
     note = rec.provenance.get("ablation_file", {}).get("relative_to", {}).get("matched_random")
-    final_circuit = T.layer_order(T.induction_circuit(rec.all_head_selectivity))
+    final_circuit = T.layer_order(induction_circuit(rec.all_head_selectivity, spec.induction))
     share = v.share_of_baseline
+    p_rnd, p_base = v.p_vs_random, v.p_vs_baseline
+    reconstructed = any(c is not None and c.reconstructed for c in (v.baseline_count, v.circuit_count, v.random_count))
     message = (f"at {rec.revision}: top-1 {100 * v.baseline_top1:.2f}% baseline, {100 * v.circuit_top1:.2f}% with "
                f"the circuit ({', '.join(v.circuit_heads)}) ablated"
                + (f" = {100 * share:.1f}% of baseline" if share is not None else "")
                + f" (needs <= {100 * max_share:g}%), "
                + (f"{100 * v.random_top1:.2f}% with {len(v.random_heads)} matched-random heads ablated"
                   if v.random_top1 is not None else "no matched-random control"))
+    if v.circuit_count is not None:
+        counts = ", ".join(f"{name} {c.k}/{c.n}" for name, c in (("baseline", v.baseline_count), ("circuit", v.circuit_count),
+                                                                   ("random", v.random_count)) if c is not None)
+        message += (f"; top-1 counts {counts}" + (" (reconstructed from the published rates x N)" if reconstructed else "")
+                    + f"; {FISHER}: circuit < random p = {'n/a' if p_rnd is None else format(p_rnd, '.3g')}, "
+                    f"circuit < baseline p = {'n/a' if p_base is None else format(p_base, '.3g')} (needs < {alpha:g})")
+    else:
+        message += "; top-1 counts unknown (the record states no number of examples): no exact test"
     if note:
         message += f"; NOTE matched-random is matched to {note}"
+    if v.holds:
+        status = Status.HOLDS
+    elif v.holds_at_point:
+        status = Status.CONSISTENT_NOT_ESTABLISHED
+        message += "; consistent, not established: the point rules pass, an exact test does not"
+    else:
+        status = Status.FAILS
+    intervals = {}
+    if rec.intervals is not None:
+        named = {"baseline": rec.intervals.task_top1, "circuit": rec.intervals.ablation_top1.get("induction_circuit"),
+                 "random": rec.intervals.ablation_top1.get("matched_random")}
+        intervals = {k: (_round(b[0], 5), _round(b[1], 5)) for k, b in named.items() if b is not None}
     details = CausalDetails(
         revision=rec.revision, baseline_top1=v.baseline_top1, circuit_top1=v.circuit_top1,
         random_top1=v.random_top1, share_of_baseline=_round(share), max_share=max_share,
         cuts_enough=v.cuts_enough, beats_random=v.beats_random, circuit_heads=tuple(v.circuit_heads),
         screen_circuit=tuple(final_circuit), circuit_matches_screen=sorted(v.circuit_heads) == sorted(final_circuit),
         n_random_heads=len(v.random_heads), random_matched_to=note or "the induction circuit (docs/SPEC.md §4)",
+        baseline_count=_count_pair(v.baseline_count), circuit_count=_count_pair(v.circuit_count),
+        random_count=_count_pair(v.random_count), counts_reconstructed=reconstructed,
+        p_vs_random=_sig(p_rnd), p_vs_baseline=_sig(p_base), alpha=alpha, top1_intervals=intervals,
     )
     key = f"{_pct(share)} of base"
     if v.random_top1 is not None and v.baseline_top1:
-        key += f" (rand {_pct(v.random_top1 / v.baseline_top1)})"
+        key += f" (rand {_pct(v.random_top1 / v.baseline_top1)}" + (f", p={p_rnd:.2g})" if p_rnd is not None else ")")
         if note:
             key += " \u2020"  # the control is matched to another head set: the report's footnote says so
-    return Verdict("causal", Status.of(v.holds), message, details, key=key,
-                   margin=None if share is None else _round(max_share - share))
+    figure = KeyFigure("circuit-ablated top-1 as a share of baseline", _round(share), max_share,
+                       method=FISHER + (" (counts reconstructed from rates x N)" if reconstructed else ""),
+                       p_value=_sig(p_rnd))
+    return Verdict("causal", status, message, details, key=key,
+                   margin=None if share is None else _round(max_share - share), figure=figure)
+
+
+# ---- formation (model organisms) ---------------------------------------------------------------
+
+
+def judge_formation(records: Sequence[MeasurementRecord], expect: Expectations = _NONE,
+                    total_tokens: float | None = None, spec: Thresholds = SPEC) -> Verdict:
+    """Whether a model formed its induction circuit as its panel declares (``[models.expect.formation]``).
+
+    Not applicable when nothing is declared. Fails, with the measured numbers (heads at the final
+    revision with selectivities and intervals, t_induction on the grid, final top-1 with its exact
+    interval, and the training numeric path when the records carry ``provenance["training"]``),
+    when any declared condition is not met.
+    """
+    declared = expect.formation
+    recs = T.by_tokens(records)
+    final, first = recs[-1], recs[0]
+    heads = T.layer_order(induction_circuit(final.all_head_selectivity, spec.induction))
+    sel = {h: _round(final.all_head_selectivity[h]["induction"], 2) for h in heads}
+    sel_iv = {h: (_round(b[0], 2), _round(b[1], 2)) for h in heads if (b := final.selectivity_interval(h, "induction"))}
+    best = max(final.all_head_selectivity, key=lambda h: final.all_head_selectivity[h]["induction"])
+    best_sel = _round(final.all_head_selectivity[best]["induction"], 2)
+    n_first = len(induction_circuit(first.all_head_selectivity, spec.induction))
+    t_ind = T.t_induction(recs, spec.induction_min_heads, spec.induction)
+    top1 = final.task.top1 if final.task else None
+    top1_iv = final.intervals.task_top1 if final.intervals else None
+    if top1_iv is None and final.task is not None and final.task.n and final.task.top1_count is not None:
+        top1_iv = clopper_pearson(final.task.top1_count, final.task.n, spec.interval_level)
+    training = final.provenance.get(TRAINING_PROVENANCE)
+    total = float(total_tokens if total_tokens is not None else final.tokens_seen)  # type: ignore[arg-type]
+    unmet: list[str] = []
+    if declared is not None:
+        if declared.min_induction_heads_final is not None and len(heads) < declared.min_induction_heads_final:
+            unmet.append(f"{len(heads)} heads >= {spec.induction:g}x at {final.revision} "
+                         f"(needs >= {declared.min_induction_heads_final})")
+        if declared.none_at_first and n_first:
+            unmet.append(f"{n_first} induction head(s) already at the first revision {first.revision}")
+        if declared.min_top1_final is not None and (top1 is None or top1 < declared.min_top1_final):
+            unmet.append(f"top-1 {'unknown' if top1 is None else format(top1, '.3g')} at {final.revision} "
+                         f"(needs >= {declared.min_top1_final:g})")
+        window = declared.formed_within
+        if window is not None:
+            inside = False
+            if t_ind.point is not None:
+                if window.revisions is not None:
+                    order = {r.revision: i for i, r in enumerate(recs)}
+                    lo, hi = (order.get(window.revisions[0]), order.get(window.revisions[1]))
+                    inside = lo is not None and hi is not None and lo <= t_ind.point.index <= hi
+                else:
+                    assert window.fraction is not None
+                    inside = window.fraction[0] <= t_ind.point.tokens / total <= window.fraction[1]
+            if not inside:
+                unmet.append(f"t_induction {t_ind.revision or 'never'} (needs {window.describe()})")
+    heads_txt = ", ".join(f"{h} {sel[h]:.3g}x {fmt_interval(sel_iv.get(h))}".rstrip() for h in heads) or (
+        f"none (best {best} {best_sel:.3g}x {fmt_interval(final.selectivity_interval(best, 'induction'))})".replace(" )", ")"))
+    n_iv = final.intervals.induction_heads if final.intervals else None
+    t_txt = ("never" if t_ind.point is None else
+             f"{t_ind.revision} (in ({fmt_tokens(t_ind.bracket[0])}, {fmt_tokens(t_ind.bracket[1])}] tokens)")
+    measured = (f"{len(heads)} heads >= {spec.induction:g}x at {final.revision}"
+                + (f" (95% interval {fmt_interval(n_iv, 'g')})" if n_iv else "")
+                + f": {heads_txt}; {n_first} at {first.revision}; t_induction {t_txt}; top-1 "
+                + ("unknown" if top1 is None else f"{top1:.3g} {fmt_interval(top1_iv)}")
+                + f"; numeric path: {plain(training) if training else 'not recorded (provenance.training)'}")
+    if declared is None:
+        status, message = Status.NOT_APPLICABLE, f"no formation declared in the panel; measured: {measured}"
+    elif unmet:
+        status, message = Status.FAILS, f"did not form as declared: {'; '.join(unmet)}; measured: {measured}"
+    else:
+        status, message = Status.HOLDS, f"formed as declared: {measured}"
+    details = FormationDetails(
+        declared=plain(declared) if declared is not None else {}, final_revision=final.revision,
+        heads_final=sel, heads_final_intervals=sel_iv, n_heads_final=len(heads),
+        n_heads_final_interval=n_iv, best_head_final=best, best_selectivity_final=best_sel,
+        n_heads_first=n_first, t_induction=_point(t_ind.point), t_induction_before=_point(t_ind.before),
+        final_top1=_round(top1, 5), final_top1_interval=None if top1_iv is None else (_round(top1_iv[0], 5), _round(top1_iv[1], 5)),
+        training=training, unmet=tuple(unmet),
+    )
+    want = declared.min_induction_heads_final if declared is not None else None
+    figure = KeyFigure(f"heads >= {spec.induction:g}x at the final revision", float(len(heads)),
+                       None if want is None else float(want), n_iv,
+                       final.intervals.methods.get("induction_heads", "") if final.intervals else final.no_interval_reason())
+    key = f"{len(heads)} heads, t_ind {t_ind.revision or 'never'}" + ("" if top1 is None else f", top-1 {top1:.2g}")
+    return Verdict(FORMATION, status, message, details, key=key,
+                   margin=None if want is None else float(len(heads) - want), figure=figure)
+
+
+def not_judged(verdict: Verdict, formation: Verdict) -> Verdict:
+    """``verdict`` withheld because the subject did not form: status ``not_judged``, the formation
+    numbers first, the claim's own measurement kept after them (nothing measured is lost)."""
+    return dataclasses.replace(
+        verdict, status=Status.NOT_JUDGED,
+        message=f"not judged: organism did not form: {formation.message} | measured anyway: {verdict.message}",
+        key=f"not judged ({verdict.key})" if verdict.key else "not judged")
 
 
 # ---- everything ------------------------------------------------------------------------------
 
 
 def judge_model(records: Sequence[MeasurementRecord], expect: Expectations = _NONE,
-                total_tokens: float | None = None) -> dict[str, Verdict]:
+                total_tokens: float | None = None, spec: Thresholds = SPEC) -> dict[str, Verdict]:
     """All verdicts for one model, in :data:`CLAIMS` order, each carrying the panel's declared
-    deviation for its claim (or None)."""
+    deviation for its claim (or None). Where the panel declares formation, its verdict comes first
+    (key ``"formation"``), and if the model did not form every claim is ``not_judged``."""
     recs = T.by_tokens(records)
     out = {
-        "F1": judge_f1(recs),
-        "F2": judge_f2(recs, expect),
-        "F3": judge_f3(recs, expect),
-        "F4": judge_f4(recs, expect, total_tokens),
-        "F5": judge_f5(recs),
-        "causal": judge_causal(recs),
+        "F1": judge_f1(recs, spec),
+        "F2": judge_f2(recs, expect, spec),
+        "F3": judge_f3(recs, expect, spec),
+        "F4": judge_f4(recs, expect, total_tokens, spec),
+        "F5": judge_f5(recs, spec),
+        "causal": judge_causal(recs, spec),
     }
-    return {claim: v.declare(expect.declared(claim)) for claim, v in out.items()}
+    out = {claim: v.declare(expect.declared(claim)) for claim, v in out.items()}
+    if expect.formation is None:
+        return out
+    formation = judge_formation(recs, expect, total_tokens, spec)
+    if formation.status is Status.FAILS:
+        out = {claim: not_judged(v, formation) for claim, v in out.items()}
+    return {FORMATION: formation, **out}
 
 
 def status_word(verdict: Verdict) -> str:
-    """One word for a verdict on a terminal: holds / FAILS / n/a, with declared deviations marked."""
-    holds = verdict.holds
-    word = "n/a" if holds is None else ("holds" if holds else "FAILS")
-    if verdict.declared_deviation:
-        word += " (declared known deviation)" if holds is False else " (declared deviation did NOT occur)"
+    """A verdict's status in words for a terminal, with declared deviations marked."""
+    word = verdict.status.words
+    if verdict.declared_deviation is not None and verdict.status in (Status.FAILS, Status.HOLDS, Status.HOLDS_VACUOUSLY):
+        if verdict.status is not Status.FAILS:
+            word += " (declared deviation did NOT occur)"
+        elif check_deviation(verdict, verdict.declared_deviation).matches:
+            word += " (declared known deviation)"
+        else:
+            word += " (declared deviation does NOT match)"
     return word

@@ -27,7 +27,7 @@ from headwatch.fixtures.reference import MissingTokensError, ReferenceFormatErro
 from headwatch.names import model_matches, split_list
 from headwatch.paths import default_cache_dir
 from headwatch.probes.record import write_json_atomic
-from headwatch.spec import CLAIMS, Expectations
+from headwatch.spec import Expectations
 
 log = logging.getLogger("headwatch.judge")
 
@@ -79,9 +79,21 @@ def _records(args: argparse.Namespace) -> list[tuple[str, list[Any], Any]]:
             if is_wanted(m.repo, m)]
 
 
+def unexpected(verdict: Any) -> bool:
+    """Whether a verdict is news against the panel: a failure it did not declare, a declared
+    deviation that did not occur, or one that occurred differently from its declaration."""
+    from .verdict import Status, check_deviation
+
+    declared = verdict.declared_deviation
+    if verdict.status is Status.FAILS:
+        return declared is None or not check_deviation(verdict, declared).matches
+    return declared is not None and verdict.holds is True
+
+
 def run(args: argparse.Namespace) -> int:
     """Print every model's verdicts; 1 if a claim fails that the panel did not declare (or a declared
-    deviation did not occur), 2 on bad input."""
+    deviation did not occur, or does not match what was measured; or an organism did not form),
+    2 on bad input."""
     # Deferred: the judge imports torch (through the probes' head sets); `headwatch judge --help` need not.
     from .judge import judge_model, status_word
 
@@ -101,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
     result: dict[str, Any] = {"models": {}}
-    unexpected = 0
+    news = 0
     for repo, records, entry in models:
         if not records:
             print(f"error: no measurement records for {repo}", file=sys.stderr)
@@ -111,17 +123,13 @@ def run(args: argparse.Namespace) -> int:
         result["models"][repo] = {claim: v.to_dict() for claim, v in verdicts.items()}
         print(f"== {repo}" + (f" ({entry.name}, panel {entry.panel})" if entry else "")
               + f": {len(records)} revisions", file=out)
-        for claim in CLAIMS:
-            v = verdicts[claim]
-            print(f"  {claim:<6} {status_word(v):<10} {v.message}", file=out)
-            if v.holds is False and not v.declared_deviation:
-                unexpected += 1
-            if v.holds is True and v.declared_deviation:
-                unexpected += 1  # a declared known deviation that did not occur is news too
+        for claim, v in verdicts.items():  # formation first where declared, then CLAIMS in order
+            print(f"  {claim:<9} {status_word(v):<27} {v.key:<34} {v.message}", file=out)
+            news += unexpected(v)
     if to_stdout:
         json.dump(result, sys.stdout, indent=1, allow_nan=False)
         sys.stdout.write("\n")
     elif args.json:
         write_json_atomic(args.json, result)
         log.info("wrote %s", args.json)
-    return 1 if unexpected else 0
+    return 1 if news else 0

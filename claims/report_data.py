@@ -15,15 +15,21 @@ from typing import Any
 from headwatch.fixtures.panels import PanelModel
 from headwatch.fixtures.provider import Provider
 from headwatch.probes.record import MeasurementRecord
-from headwatch.spec import CLAIMS
+from headwatch.spec import CLAIMS, FORMATION
 
 from .judge import judge_model
-from .verdict import Verdict
+from .sensitivity import SensitivityGrid, sensitivity_grid
+from .verdict import Status, Verdict, check_deviation, fmt_interval
 
-#: Cell statuses, in the order a reader should worry about them.
-HOLDS, FAILS, XFAIL, XPASS, NA, MISSING = "holds", "fails", "expected deviation", "deviation gone", "n/a", "missing"
+#: Cell statuses: the verdict vocabulary, plus how a declared deviation turned out, plus "missing".
+HOLDS, VACUOUS, CONSISTENT, FAILS, NA, NOT_JUDGED = (
+    "holds", "holds vacuously", "consistent, not established", "fails", "n/a", "not judged")
+XFAIL, XPASS, MISMATCH, MISSING = "expected deviation", "deviation gone", "deviation mismatch", "missing"
+_OF_STATUS = {Status.HOLDS: HOLDS, Status.HOLDS_VACUOUSLY: VACUOUS, Status.CONSISTENT_NOT_ESTABLISHED: CONSISTENT,
+              Status.FAILS: FAILS, Status.NOT_APPLICABLE: NA, Status.NOT_JUDGED: NOT_JUDGED}
 
 CLAIM_TITLES: dict[str, str] = {
+    FORMATION: "organism formed as declared",
     "F1": "F1 no BOS head in layers 0-1",
     "F2": "F2 BOS-fraction shape",
     "F3": "F3 t_bos50 / t_induction",
@@ -45,6 +51,8 @@ class ModelReport:
     #: Revisions the panel lists that have no measurement on disk (not measured yet).
     missing: list[str] = field(default_factory=list)
     error: str | None = None
+    #: Every verdict re-judged across SPEC's sensitivity grid (None: nothing judged).
+    grid: SensitivityGrid | None = None
 
 
 @dataclass(frozen=True)
@@ -63,41 +71,59 @@ def model_report(pm: PanelModel, provider: Provider) -> ModelReport:
         out.records, out.missing = provider.cached_records(pm)
         if out.records:
             out.verdicts = judge_model(out.records, pm.expect, pm.total_tokens)
+            out.grid = sensitivity_grid(out.records, pm.expect, pm.total_tokens)
     except Exception as e:  # a report about a broken model beats no report
         out.error = f"{type(e).__name__}: {e}"
     return out
 
 
 def cell_status(verdict: Verdict) -> str:
-    """holds / fails / n/a, with declared deviations as 'expected deviation' (xfail) or 'deviation gone'."""
-    holds = verdict.holds
-    if holds is None:
-        return NA
-    if verdict.declared_deviation:
-        return XFAIL if holds is False else XPASS
-    return HOLDS if holds else FAILS
+    """The verdict's status in words; a declared deviation as 'expected deviation' (it failed as
+    declared: xfail), 'deviation mismatch' (it failed otherwise) or 'deviation gone' (it held)."""
+    if verdict.declared_deviation is not None:
+        if verdict.status is Status.FAILS:
+            return XFAIL if check_deviation(verdict, verdict.declared_deviation).matches else MISMATCH
+        if verdict.holds:
+            return XPASS
+    return _OF_STATUS[verdict.status]
+
+
+def rows_of(reports: Sequence[ModelReport]) -> list[str]:
+    """The verdict rows to show: formation first when any model declares it, then the claims."""
+    return ([FORMATION] if any(FORMATION in r.verdicts for r in reports) else []) + list(CLAIMS)
 
 
 def verdict_cell(claim: str, report: ModelReport) -> Cell:
     """The table cell of ``claim`` for one model."""
     v = report.verdicts.get(claim)
     if v is None:
+        if claim == FORMATION and report.verdicts:
+            return Cell(NA, "", "the panel declares no formation for this model")
         why = report.error or ("no measurements on disk" if not report.records else "not judged")
         return Cell(MISSING, "", why)
-    return Cell(cell_status(v), v.key, v.message)
+    message = v.message
+    if v.declared_deviation is not None:
+        found = check_deviation(v, v.declared_deviation)
+        message += f" | declared deviation ({v.declared_deviation.reason}): expects {found.declared}; measured {found.measured}"
+    return Cell(cell_status(v), v.key, message)
 
 
 def summary_rows(reports: Sequence[ModelReport]) -> list[dict[str, Any]]:
     """One flat row per (model, claim): what the CSV holds."""
     rows = []
     for r in reports:
-        for claim in CLAIMS:
+        for claim in rows_of(reports):
             c = verdict_cell(claim, r)
             v = r.verdicts.get(claim)
+            f = v.figure if v else None
             rows.append({
                 "model": r.id, "repo": r.repo, "panel": r.panel, "claim": claim, "status": c.status,
                 "key": c.key, "verdict": v.status.value if v else "",
-                "declared_deviation": (v.declared_deviation if v else None) or "",
+                "figure": "" if f is None or f.value is None else f.value,
+                "interval": fmt_interval(f.interval) if f else "", "interval_method": f.method if f else "",
+                "p_value": "" if f is None or f.p_value is None else f.p_value,
+                "robust": "" if r.grid is None or claim not in r.grid.robust else r.grid.robust[claim],
+                "declared_deviation": (v.declared_deviation.reason if v and v.declared_deviation else ""),
                 "revisions": len(r.records), "missing_revisions": " ".join(r.missing), "message": c.message,
             })
     return rows

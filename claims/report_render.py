@@ -18,18 +18,31 @@ from importlib import metadata
 from typing import Any
 
 from headwatch.fixtures.cache import probe_code_version
-from headwatch.spec import CLAIMS
+from headwatch.probes.selectivity import bos_fraction
+from headwatch.spec import SPEC
 
 from .figures import Figure
-from .report_data import CLAIM_TITLES, FAILS, HOLDS, MISSING, NA, XFAIL, XPASS, ModelReport, verdict_cell
+from .report_data import (
+    CLAIM_TITLES, CONSISTENT, FAILS, HOLDS, MISMATCH, MISSING, NA, NOT_JUDGED, VACUOUS, XFAIL, XPASS, ModelReport,
+    rows_of, verdict_cell,
+)
+from .verdict import STATUS_WORDS, Status
 
 #: Where to read a status word: colour per status (background, text).
 STATUS_STYLE = {
-    HOLDS: ("#e3f5e1", "#17631b"), FAILS: ("#fde2e1", "#a8140e"), XFAIL: ("#fff2d6", "#8a5a00"),
-    XPASS: ("#fde2e1", "#a8140e"), NA: ("#f1f1f1", "#555"), MISSING: ("#f1f1f1", "#a8140e"),
+    HOLDS: ("#e3f5e1", "#17631b"), VACUOUS: ("#eef5ed", "#4d7a50"), CONSISTENT: ("#fbf6dc", "#6b5d00"),
+    FAILS: ("#fde2e1", "#a8140e"), XFAIL: ("#fff2d6", "#8a5a00"), XPASS: ("#fde2e1", "#a8140e"),
+    MISMATCH: ("#fde2e1", "#a8140e"), NA: ("#f1f1f1", "#555"), NOT_JUDGED: ("#ececf6", "#3b3b8a"),
+    MISSING: ("#f1f1f1", "#a8140e"),
 }
-STATUS_LABEL = {HOLDS: "holds", FAILS: "FAILS", XFAIL: "expected deviation (xfail)",
-                XPASS: "declared deviation did not occur", NA: "n/a", MISSING: "not measured"}
+STATUS_LABEL = {HOLDS: "holds", VACUOUS: "holds vacuously", CONSISTENT: "consistent, not established",
+                FAILS: "FAILS", XFAIL: "expected deviation (xfail)", XPASS: "declared deviation did not occur",
+                MISMATCH: "FAILS, not as declared", NA: "n/a", NOT_JUDGED: "not judged (did not form)",
+                MISSING: "not measured"}
+#: The grid's cells: a short word per status.
+_GRID_WORD = {s.value: w for s, w in {Status.HOLDS: "holds", Status.HOLDS_VACUOUSLY: "vacuous",
+                                      Status.CONSISTENT_NOT_ESTABLISHED: "consistent", Status.FAILS: "FAILS",
+                                      Status.NOT_APPLICABLE: "n/a", Status.NOT_JUDGED: "not judged"}.items()}
 
 CSS = """
 #headwatch { color: #222; font-size: 13px; max-width: 1360px; }
@@ -86,7 +99,7 @@ def verdict_table(reports: Sequence[ModelReport], tests: Mapping[tuple[str, str]
                    f'<span style="font-weight:normal;color:#666">{escape(r.repo)} · {len(r.records)} revisions</span></th>'
                    for r in reports)
     rows = []
-    for claim in CLAIMS:
+    for claim in rows_of(reports):
         cells = "".join(_status_cell(r.id, claim, r, tests.get((claim, r.id)), mismatches.get((claim, r.id), False))
                         for r in reports)
         rows.append(f"<tr><th>{escape(CLAIM_TITLES[claim])}</th>{cells}</tr>")
@@ -115,14 +128,50 @@ def model_section(report: ModelReport, figures: Sequence[Figure]) -> str:
         rows = "".join(
             f'<tr><th>{escape(CLAIM_TITLES[c])}</th><td style="color:{STATUS_STYLE[verdict_cell(c, report).status][1]};'
             f'font-weight:bold">{escape(STATUS_LABEL[verdict_cell(c, report).status])}</td>'
-            f'<td class="msg">{escape(report.verdicts[c].message)}'
-            + (f'<br><i>declared deviation: {escape(report.verdicts[c].declared_deviation)}</i>'
-               if report.verdicts[c].declared_deviation else "") + "</td></tr>"
-            for c in CLAIMS)
+            f'<td class="msg">{escape(verdict_cell(c, report).message)}</td></tr>'
+            for c in rows_of([report]))
         parts.append(f'<table class="hw verdict-details">{rows}</table>')
+    if report.grid is not None:
+        parts.append(grid_table(report))
+    if report.records:
+        parts.append(sink_table(report))
     if figures:
         parts.append('<div class="figs">' + "".join(_img(report.id, f) for f in figures) + "</div>")
     return "\n".join(parts)
+
+
+def grid_table(report: ModelReport) -> str:
+    """The sensitivity grid: one row per setting, one column per verdict, and "robust" per verdict."""
+    grid = report.grid
+    assert grid is not None
+    claims = list(grid.rows[0].statuses)
+    head = "".join(f"<th>{escape(c)}</th>" for c in claims)
+    rows = "".join(f"<tr><td class='nowrap'>{escape(r.label)}</td>"
+                   + "".join(f"<td>{escape(_GRID_WORD[r.statuses[c]])}</td>" for c in claims) + "</tr>"
+                   for r in grid.rows)
+    robust = "".join(f"<td><b>{'robust' if grid.robust[c] else 'changes'}</b></td>" for c in claims)
+    return (f'<h3>Sensitivity: every verdict re-judged with one SPEC constant changed (reported, not asserted)</h3>'
+            f'<table class="hw" data-grid="{escape(report.id, quote=True)}"><tr><th>setting</th>{head}</tr>{rows}'
+            f"<tr><th>same at every setting</th>{robust}</tr></table>")
+
+
+def sink_table(report: ModelReport) -> str:
+    """SPEC's BOS fraction beside Gu et al.'s Sink_1^eps per revision (reported, not asserted)."""
+    cells = []
+    for r in report.records:
+        frac = bos_fraction(r.all_head_selectivity, SPEC.bos)
+        if r.sink is not None:
+            sink = f"{100 * r.sink.share_at(SPEC.sink_eps):.1f}%"
+            n = r.sink.n_examples
+        else:
+            sink, n = ("not in the published files" if r.is_published else "not computed"), None
+        cells.append(f"<tr><td class='nowrap'>{escape(r.revision)}</td><td>{100 * frac:.1f}%</td><td>{escape(sink)}</td>"
+                     f"<td>{'' if n is None else n}</td></tr>")
+    return (f"<h3>Attention sinks two ways: SPEC's BOS fraction (first-token selectivity >= {SPEC.bos:g}, query T-1, all "
+            f"examples) and Gu et al.'s Sink<sub>1</sub><sup>&epsilon;</sup> (mean attention to position 0 over queries "
+            f"1..T-1 &gt; {SPEC.sink_eps:g}; whole attention rows, so a sub-batch of the first examples)</h3>"
+            "<table class='hw sink'><tr><th>revision</th><th>BOS fraction</th><th>Sink_1^eps</th><th>examples</th></tr>"
+            + "".join(cells) + "</table>")
 
 
 def versions() -> dict[str, str]:
@@ -186,9 +235,13 @@ def fragment(reports: Sequence[ModelReport], figures: Mapping[str, Sequence[Figu
              errors: Sequence[str] = (), test_list: bool = True) -> str:
     """The whole headwatch part of a report, one ``div#headwatch``."""
     nav = " ".join(f'<a href="#hw-model-{escape(r.id, quote=True)}">{escape(r.id)}</a>' for r in reports)
-    legend = ("Each cell: the judge's verdict (claims/judge.py, the one the claim tests assert), the claim's key number, "
-              "and the outcome of the claim's tests for that model. Hover a cell for the judge's full message. "
-              "Expected deviation: the panel declares the claim a known finding for this model (strict xfail).")
+    legend = ("Each cell: the judge's verdict (claims/judge.py, the one the claim tests assert), the claim's key number "
+              "with its interval where there is one, and the outcome of the claim's tests for that model. Hover a cell "
+              "for the judge's full message. " + "; ".join(f"{w}" for w in STATUS_WORDS.values()) + " are the verdict "
+              "vocabulary (README); consistent, not established: the point estimate passes but its interval or exact "
+              "test does not exclude failing (the claim test skips, saying so). Expected deviation: the panel "
+              "declares the claim a known finding for this model and the measurement matches the declaration "
+              "(strict xfail); deviation mismatch: it fails otherwise than declared.")
     parts = [f"<style>{CSS}</style>", '<div id="headwatch">',
              f'<nav>Jump to: {nav} <a href="#hw-environment">run environment</a>'
              + (' <a href="#results-table">test list</a>' if test_list else "") + "</nav>",

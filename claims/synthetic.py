@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from headwatch.probes.record import HEAD_CLASSES, AblationResult, MeasurementRecord, TaskMetrics, head_key
-from headwatch.spec import Expectations
+from headwatch.spec import Expectations, Formation, FormationWindow
 
 N_LAYERS, N_HEADS, D_HEAD = 8, 4, 64
 #: Selectivities used for planted heads: clearly above (or below) the 30x / 50x thresholds.
@@ -76,8 +76,14 @@ class Ablations:
     random: float | None = 0.04
 
 
-def _metrics(top1: float) -> TaskMetrics:
-    return TaskMetrics(loss=1.0, top1=top1, top5=min(1.0, 2 * top1), mean_logit_target=1.0)
+#: Examples behind planted top-1 rates (as in docs/SPEC.md §1): planted rates are counts over it.
+N_EXAMPLES = 2000
+
+
+def planted_metrics(top1: float, n: int = N_EXAMPLES) -> TaskMetrics:
+    """Task metrics with top-1 ``top1`` as a count over ``n`` examples (what exact tests read)."""
+    k = round(top1 * n)
+    return TaskMetrics(loss=1.0, top1=k / n, top5=min(1.0, 2 * k / n), mean_logit_target=1.0, n=n, top1_count=k)
 
 
 def planted_trajectory(
@@ -109,24 +115,30 @@ def planted_trajectory(
                                       pr=rec_pr, with_pr=with_pr))
     if ablations is not None:
         final = records[-1]
-        final.task = _metrics(ablations.baseline)
+        final.task = planted_metrics(ablations.baseline)
         circuit = tuple(sorted(induction_sets[-1]))
-        final.ablations = [AblationResult("induction_circuit", circuit, _metrics(ablations.circuit))]
+        final.ablations = [AblationResult("induction_circuit", circuit, planted_metrics(ablations.circuit))]
         if ablations.random is not None:
-            final.ablations.append(AblationResult("matched_random", ("L2_H0", "L2_H1", "L2_H2"), _metrics(ablations.random)))
+            final.ablations.append(AblationResult("matched_random", ("L2_H0", "L2_H1", "L2_H2"), planted_metrics(ablations.random)))
     return records
 
 
 # ---- the healthy trajectory and its negative controls -----------------------------------------
 
-#: Every claim holds: a ramp BOS curve reaching 50% at 2e10 tokens, three induction heads at 1e9
-#: (ratio 20), 2 of the final 3 found at 1e9 (0.1% of training), PR elevated before each crossing.
+#: Every claim holds, clear of every bar: a ramp BOS curve reaching 50% at 1e11 tokens, three
+#: induction heads at 1e9 (ratio 100; on the revision grid in [20, 1000]), 2 of the final 3 found at
+#: 1e9 (0.1% of training), PR elevated before each crossing (3 of 32 heads elevated: null share < 10%).
 HEALTHY = dict(
-    bos_fractions=(0.0, 0.0625, 0.1875, 0.3125, 0.5, 0.625, 0.75),
+    bos_fractions=(0.0, 0.0625, 0.1875, 0.3125, 0.4375, 0.5, 0.75),
     induction_sets=((), (A, B, D), (A, B, D), (A, B), (A, B), (A, B, C), (A, B, C)),
     pr={A: (PR_HIGH,) * 7, B: (PR_LOW,) + (PR_HIGH,) * 6, C: (PR_LOW,) * 3 + (PR_HIGH,) * 4},
 )
 HEALTHY_EXPECT = Expectations(bos_shape="ramp", dclm=True)
+#: The healthy trajectory declared as an organism that must form: >= 3 heads at the end, none at
+#: step0, t_induction between step1 and step5, top-1 >= 0.02 (healthy: 0.05).
+FORMATION_EXPECT = Expectations(bos_shape="ramp", dclm=True, formation=Formation(
+    min_induction_heads_final=3, none_at_first=True, formed_within=FormationWindow(revisions=("step1", "step5")),
+    min_top1_final=0.02))
 
 
 def healthy(**overrides: Any) -> list[MeasurementRecord]:

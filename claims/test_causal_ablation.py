@@ -1,8 +1,10 @@
 """Causal check: ablating the final induction circuit cuts top-1 to <= 25% of baseline, and below
 the matched-random control.
 
-Per model, on the latest revision with ablations. Negative controls: an ablation that hurts no
-more than random; one that leaves most of the baseline.
+Per model, on the latest revision with ablations. Each comparison is confirmed by a one-sided
+Fisher exact test on the top-1 counts (p < 0.05); point rules passing without the tests is
+"consistent, not established" (a skip). Negative controls: an ablation that hurts no more than
+random; one that leaves most of the baseline.
 """
 from __future__ import annotations
 
@@ -20,6 +22,9 @@ def test_causal_ablation_of_induction_circuit(request, record_property, model_en
     report(record_property, "causal_top1", {"baseline_top1": d.baseline_top1, "circuit_top1": d.circuit_top1,
                                             "random_top1": d.random_top1})
     report(record_property, "causal_random_matched_to", d.random_matched_to)
+    report(record_property, "causal_p_values", {"circuit_below_random": d.p_vs_random,
+                                                "circuit_below_baseline": d.p_vs_baseline,
+                                                "counts_reconstructed": d.counts_reconstructed})
     check_verdict(request, model_entry, "causal", verdict)
 
 
@@ -43,3 +48,10 @@ def test_negative_control_causal_empty_circuit_is_not_judged():
     recs = healthy(induction_sets=((),) * 7)
     verdict = judge_causal(recs)
     assert verdict.status is Status.NOT_APPLICABLE and "empty" in verdict.message
+
+
+def test_causal_point_rules_without_significance_are_not_established():
+    """5 vs 11 of 2000 (Pythia's published counts): circuit below random at the point, p = 0.10."""
+    verdict = judge_causal(healthy(ablations=Ablations(baseline=0.0405, circuit=0.0025, random=0.0055)))
+    assert verdict.status is Status.CONSISTENT_NOT_ESTABLISHED, verdict.message
+    assert verdict.details.p_vs_random == pytest.approx(0.1046, abs=1e-3)

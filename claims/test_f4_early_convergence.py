@@ -1,5 +1,7 @@
 """F4: the first revision whose recall of the final induction circuit is >= 2/3 lies within 2.5% of
-total training tokens. Reports the computed revision and the paper table's (panel ``paper_f4_tokens``).
+total training tokens. Reports both readings (every revision at 50x, which decides; intermediate
+revisions at the 30x label threshold) and which of them reproduces the paper table's number (panel
+``paper_f4_tokens``).
 
 Per model. Negative control: a circuit found only at the final revision.
 """
@@ -16,6 +18,7 @@ from headwatch.claims.verdict import Status
 def test_f4_screen_converges_early(request, record_property, model_entry, model_records):
     verdict = judge_f4(model_records, model_entry.expect, model_entry.total_tokens)
     report(record_property, "F4_computed", verdict.details.computed)
+    report(record_property, "F4_intermediate_30x", verdict.details.intermediate)
     report(record_property, "F4_paper_table", verdict.details.paper_table)
     check_verdict(request, model_entry, "F4", verdict)
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from headwatch.probes.participation import is_elevated
-from headwatch.probes.record import MeasurementRecord, parse_head_key
+from headwatch.probes.record import MeasurementRecord, TaskMetrics, parse_head_key
 from headwatch.probes.selectivity import bos_fraction, bos_heads, induction_circuit
 from headwatch.spec import SPEC
+from headwatch.stats import count_from_rate, fisher_less
 
 
 
@@ -70,10 +72,16 @@ def early_layer_bos_heads(
 
 @dataclass(frozen=True)
 class Milestone:
-    """The first revision meeting a condition; ``point`` is None when no revision does."""
+    """The first revision meeting a condition; ``point`` is None when no revision does.
+
+    On the revision grid the milestone is only known to lie in (``before``, ``point``]: after the
+    last revision that does not meet it (None: ``point`` is the first revision, so the milestone
+    may lie anywhere from 0 tokens on) and at or before the first that does.
+    """
 
     what: str
     point: RevisionPoint | None
+    before: RevisionPoint | None = None
 
     @property
     def tokens(self) -> float | None:
@@ -83,6 +91,21 @@ class Milestone:
     def revision(self) -> str | None:
         return self.point.revision if self.point else None
 
+    @property
+    def bracket(self) -> tuple[float, float] | None:
+        """(tokens of the last revision before, tokens at): 0.0 below the first revision; None if never met."""
+        if self.point is None:
+            return None
+        return (self.before.tokens if self.before else 0.0, self.point.tokens)
+
+
+def first_meeting(what: str, points: Sequence[RevisionPoint], meets: Sequence[bool]) -> Milestone:
+    """The milestone at the first point where ``meets`` is true, bracketed by the point before it."""
+    for i, (p, ok) in enumerate(zip(points, meets)):
+        if ok:
+            return Milestone(what, p, points[i - 1] if i > 0 else None)
+    return Milestone(what, None)
+
 
 def t_induction(
     records: Sequence[MeasurementRecord],
@@ -90,10 +113,8 @@ def t_induction(
     threshold: float = SPEC.induction,
 ) -> Milestone:
     """First revision with at least ``min_heads`` heads at induction selectivity >= threshold."""
-    for p, r in zip(tokens_per_revision(records), by_tokens(records)):
-        if len(induction_circuit(r.all_head_selectivity, threshold)) >= min_heads:
-            return Milestone(f">= {min_heads} heads at induction >= {threshold:g}", p)
-    return Milestone(f">= {min_heads} heads at induction >= {threshold:g}", None)
+    meets = [len(induction_circuit(r.all_head_selectivity, threshold)) >= min_heads for r in by_tokens(records)]
+    return first_meeting(f">= {min_heads} heads at induction >= {threshold:g}", tokens_per_revision(records), meets)
 
 
 def bos_fraction_series(records: Sequence[MeasurementRecord], threshold: float = SPEC.bos) -> list[float]:
@@ -105,19 +126,30 @@ def t_bos50(
     records: Sequence[MeasurementRecord], level: float = SPEC.bos_level, threshold: float = SPEC.bos
 ) -> Milestone:
     """First revision whose BOS fraction is at least ``level``."""
-    for p, f in zip(tokens_per_revision(records), bos_fraction_series(records, threshold)):
-        if f >= level:
-            return Milestone(f"BOS fraction >= {level:g}", p)
-    return Milestone(f"BOS fraction >= {level:g}", None)
+    meets = [f >= level for f in bos_fraction_series(records, threshold)]
+    return first_meeting(f"BOS fraction >= {level:g}", tokens_per_revision(records), meets)
 
 
 @dataclass(frozen=True)
 class SeparationResult:
-    """t_bos50 / t_induction in tokens; ``ratio`` is None when either milestone is never reached."""
+    """t_bos50 / t_induction in tokens; ``ratio`` is None when either milestone is never reached.
+
+    ``ratio`` is the point estimate (first revisions at which each milestone is met); ``bounds``
+    is what the revision grid allows: t_bos50 in (b0, b1] and t_induction in (i0, i1] give a ratio
+    in (b0 / i1, b1 / i0] (hi infinite when t_induction is met at the first revision).
+    """
 
     induction: Milestone
     bos: Milestone
     ratio: float | None
+
+    @property
+    def bounds(self) -> tuple[float, float] | None:
+        if self.ratio is None:
+            return None
+        b0, b1 = self.bos.bracket  # type: ignore[misc]
+        i0, i1 = self.induction.bracket  # type: ignore[misc]
+        return (b0 / i1, b1 / i0 if i0 > 0 else float("inf"))
 
 
 def induction_bos_separation(
@@ -154,18 +186,34 @@ class ShapeResult:
 
 
 def series_shape(values: Sequence[float], step_share: float = SPEC.step_share) -> ShapeResult:
-    """"step" if the largest adjacent rise is >= ``step_share`` of (final - first), else "ramp"."""
+    """"step" if the largest adjacent rise is >= ``step_share`` of (final - first), else "ramp".
+
+    Decided in exact rational arithmetic on the given numbers (every float is a rational): no
+    rounding in the differences, the total or the share can flip a verdict, so the shape of a
+    series and of any exact positive affine image of it are the same, ties at ``step_share``
+    included (tests/test_trajectory.py). The result's numbers are floats again.
+    """
     if not values:
         raise ValueError("an empty series has no shape")
-    first, final = float(values[0]), float(values[-1])
-    total = final - first
-    rises = [(float(values[i]) - float(values[i - 1]), i) for i in range(1, len(values))]
-    largest, at = max(rises, default=(0.0, None), key=lambda t: t[0])
+    exact = [Fraction(v) for v in values]
+    total = exact[-1] - exact[0]
+    rises = [(exact[i] - exact[i - 1], i) for i in range(1, len(exact))]
+    largest, at = max(rises, default=(Fraction(0), None), key=lambda t: t[0])
+    first, final = float(exact[0]), float(exact[-1])
     if total <= 0:
         # Not rising overall: neither a ramp nor a step up (SPEC's rule divides by this).
-        return ShapeResult("flat", first, final, total, largest, at, None)
+        return ShapeResult("flat", first, final, float(total), float(largest), at, None)
     share = largest / total
-    return ShapeResult("step" if share >= step_share else "ramp", first, final, total, largest, at, share)
+    shape = "step" if share >= Fraction(step_share) else "ramp"
+    return ShapeResult(shape, first, final, float(total), float(largest), at, _as_float(share))
+
+
+def _as_float(x: Fraction) -> float:
+    """A rational as the nearest float, infinity beyond float's range (a rise over a subnormal total)."""
+    try:
+        return float(x)
+    except OverflowError:
+        return float("inf") if x > 0 else float("-inf")
 
 
 def bos_shape(
@@ -189,19 +237,24 @@ class RecallPoint:
 
 
 def recall_series(
-    records: Sequence[MeasurementRecord], threshold: float = SPEC.induction
+    records: Sequence[MeasurementRecord], threshold: float = SPEC.induction,
+    intermediate_threshold: float | None = None,
 ) -> tuple[frozenset[str], list[RecallPoint]]:
     """The final induction circuit and |C_r ∩ C_final| / |C_final| at every revision.
 
-    The series is empty when the final circuit is empty (recall is undefined then).
+    The final circuit is taken at ``threshold``; a head counts as found at an earlier revision
+    when its induction selectivity there is >= ``intermediate_threshold`` (default: the same
+    threshold; F4's second reading counts them at the head-label threshold, 30x). The series is
+    empty when the final circuit is empty (recall is undefined then).
     """
     recs = by_tokens(records)
     final = induction_circuit(recs[-1].all_head_selectivity, threshold)
     if not final:
         return final, []
+    at = threshold if intermediate_threshold is None else intermediate_threshold
     out = []
-    for p, r in zip(tokens_per_revision(recs), recs):
-        found = final & induction_circuit(r.all_head_selectivity, threshold)
+    for i, (p, r) in enumerate(zip(tokens_per_revision(recs), recs)):
+        found = final & induction_circuit(r.all_head_selectivity, threshold if i == len(recs) - 1 else at)
         out.append(RecallPoint(p, len(found) / len(final), tuple(layer_order(found)), len(final)))
     return final, out
 
@@ -220,19 +273,30 @@ class ConvergenceResult:
     def fraction_of_total(self) -> float | None:
         return self.point.point.tokens / self.total_tokens if self.point else None
 
+    @property
+    def fraction_bounds(self) -> tuple[float, float] | None:
+        """What the revision grid allows: recall reached after the last revision before the point
+        and at or before the point, as fractions of the training tokens."""
+        if self.point is None:
+            return None
+        i = self.point.point.index
+        before = self.series[i - 1].point.tokens if i > 0 else 0.0
+        return (before / self.total_tokens, self.point.point.tokens / self.total_tokens)
+
 
 def first_recall_at_least(
     records: Sequence[MeasurementRecord],
     level: float = SPEC.recall_level,
     threshold: float = SPEC.induction,
     total_tokens: float | None = None,
+    intermediate_threshold: float | None = None,
 ) -> ConvergenceResult:
     """Earliest revision with recall >= level; ``total_tokens`` defaults to the last revision's."""
     recs = by_tokens(records)
     total = float(total_tokens if total_tokens is not None else recs[-1].tokens_seen)  # type: ignore[arg-type]
-    final, series = recall_series(recs, threshold)
-    # A small tolerance so that 2 of 3 heads counts as reaching 2/3 despite float rounding.
-    point = next((p for p in series if p.recall >= level - 1e-9), None)
+    final, series = recall_series(recs, threshold, intermediate_threshold)
+    # No tolerance: k / n and a level written as the same ratio (2 / 3) round to the same float.
+    point = next((p for p in series if p.recall >= level), None)
     return ConvergenceResult(tuple(layer_order(final)), level, point, total, tuple(series))
 
 
@@ -317,12 +381,90 @@ def pr_lead(
     return PrLeadResult(fraction, leads, tuple(l.head for l in leads if not l.holds))
 
 
+@dataclass(frozen=True)
+class HeadNull:
+    """How unusual one final induction head's F5 pass is (docs/statistics.md).
+
+    ``level_null_share``: the share of ALL heads whose PR is elevated at or before this head's
+    crossing revision (they would pass the level rule against that revision too); ``rises``: the
+    rise rule, PR at some revision after the first and at or before the crossing is >= (1 +
+    rise_fraction) x its first-revision PR (None: the head crosses at the first revision);
+    ``rise_null_share``: the share of ALL heads that rise so by the crossing.
+    """
+
+    head: str
+    level_null_share: float
+    rises: bool | None
+    rise_null_share: float | None
+
+
+def elevated_by(records: Sequence[MeasurementRecord], index: int,
+                fraction: float = SPEC.pr_elevation_fraction) -> frozenset[str]:
+    """Heads whose PR is elevated at some revision up to and including ``index`` (token order)."""
+    recs = by_tokens(records)[: index + 1]
+    return frozenset(h for r in recs for h, v in (r.pr or {}).items() if is_elevated(v, r.d_head, fraction))
+
+
+def rises_by(pr_series: Sequence[float], index: int, rise_fraction: float = SPEC.f5_rise_fraction) -> bool | None:
+    """Whether PR at a revision 1..index is >= (1 + rise_fraction) x PR at revision 0 (None: index 0)."""
+    if index < 1:
+        return None
+    return any(pr_series[j] >= (1 + rise_fraction) * pr_series[0] for j in range(1, index + 1))
+
+
+def head_nulls(records: Sequence[MeasurementRecord], leads: Sequence[HeadLead],
+               fraction: float = SPEC.pr_elevation_fraction,
+               rise_fraction: float = SPEC.f5_rise_fraction) -> tuple[HeadNull, ...]:
+    """:class:`HeadNull` of each final induction head that crosses (every record needs ``pr``)."""
+    recs = by_tokens(records)
+    heads = list(recs[0].pr or {})
+    series = {h: [float(r.pr[h]) for r in recs] for h in heads}  # type: ignore[index]
+    out = []
+    for lead in leads:
+        if lead.crossed is None:
+            continue
+        i = lead.crossed.index
+        level = len(elevated_by(recs, i, fraction)) / len(heads)
+        rises = rises_by(lead.pr_series, i, rise_fraction)
+        rise_null = None if i < 1 else sum(bool(rises_by(series[h], i, rise_fraction)) for h in heads) / len(heads)
+        out.append(HeadNull(lead.head, level, rises, rise_null))
+    return tuple(out)
+
+
 # ---- causal check ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
+class Top1Count:
+    """Top-1 as a count: ``k`` of ``n`` examples; ``reconstructed`` when k came from rate x N."""
+
+    k: int
+    n: int
+    reconstructed: bool
+
+    @property
+    def rate(self) -> float:
+        return self.k / self.n
+
+
+def top1_count(metrics: TaskMetrics, n_examples: int | None) -> Top1Count | None:
+    """The record's own count where it has one, else rate x ``n_examples`` (None if N is unknown)."""
+    if metrics.n is not None and metrics.top1_count is not None:
+        return Top1Count(metrics.top1_count, metrics.n, False)
+    if n_examples is None:
+        return None
+    return Top1Count(count_from_rate(metrics.top1, n_examples), n_examples, True)
+
+
+@dataclass(frozen=True)
 class AblationVerdict:
-    """Top-1 with the circuit ablated vs baseline and vs the matched-random control."""
+    """Top-1 with the circuit ablated vs baseline and vs the matched-random control.
+
+    The point rules (``cuts_enough``: circuit top-1 <= max_share x baseline; ``below_random``:
+    circuit top-1 < random top-1) and the exact tests on the counts (one-sided Fisher,
+    ``p_vs_random`` and ``p_vs_baseline``; None where counts are unknown). ``beats_random`` and
+    ``below_baseline`` need p < alpha.
+    """
 
     baseline_top1: float
     circuit_top1: float
@@ -330,6 +472,10 @@ class AblationVerdict:
     circuit_heads: tuple[str, ...]
     random_heads: tuple[str, ...]
     max_share: float
+    alpha: float = SPEC.causal_alpha
+    baseline_count: Top1Count | None = None
+    circuit_count: Top1Count | None = None
+    random_count: Top1Count | None = None
 
     @property
     def share_of_baseline(self) -> float | None:
@@ -340,22 +486,53 @@ class AblationVerdict:
         return self.circuit_top1 <= self.max_share * self.baseline_top1
 
     @property
-    def beats_random(self) -> bool:
+    def below_random(self) -> bool:
         return self.random_top1 is not None and self.circuit_top1 < self.random_top1
 
     @property
+    def p_vs_random(self) -> float | None:
+        c, r = self.circuit_count, self.random_count
+        return None if c is None or r is None else fisher_less(c.k, c.n, r.k, r.n)
+
+    @property
+    def p_vs_baseline(self) -> float | None:
+        c, b = self.circuit_count, self.baseline_count
+        return None if c is None or b is None else fisher_less(c.k, c.n, b.k, b.n)
+
+    @property
+    def beats_random(self) -> bool:
+        p = self.p_vs_random
+        return self.below_random and p is not None and p < self.alpha
+
+    @property
+    def below_baseline(self) -> bool:
+        p = self.p_vs_baseline
+        return p is not None and p < self.alpha
+
+    @property
     def holds(self) -> bool:
-        return self.cuts_enough and self.beats_random
+        """Both point rules and both exact tests."""
+        return self.cuts_enough and self.beats_random and self.below_baseline
+
+    @property
+    def holds_at_point(self) -> bool:
+        """The point rules only (what the suite asserted before the exact tests)."""
+        return self.cuts_enough and self.below_random
 
 
-def ablation_verdict(record: MeasurementRecord, max_share: float = SPEC.ablation_max_share) -> AblationVerdict | None:
-    """The causal check on a record with ``task`` and an ``induction_circuit`` ablation, else None."""
+def ablation_verdict(record: MeasurementRecord, max_share: float = SPEC.ablation_max_share,
+                     alpha: float = SPEC.causal_alpha) -> AblationVerdict | None:
+    """The causal check on a record with ``task`` and an ``induction_circuit`` ablation, else None.
+
+    Counts: the record's own, else rate x the record's number of examples (published files).
+    """
     circuit = record.ablation("induction_circuit")
     if record.task is None or circuit is None:
         return None
     rnd = record.ablation("matched_random")
     if rnd is not None and not rnd.heads:  # ablating no head is the baseline, not a control
         rnd = None
+    n = record.settings.n_examples if record.settings is not None else None
     return AblationVerdict(
         baseline_top1=record.task.top1,
         circuit_top1=circuit.metrics.top1,
@@ -363,6 +540,10 @@ def ablation_verdict(record: MeasurementRecord, max_share: float = SPEC.ablation
         circuit_heads=tuple(circuit.heads),
         random_heads=tuple(rnd.heads) if rnd else (),
         max_share=max_share,
+        alpha=alpha,
+        baseline_count=top1_count(record.task, n),
+        circuit_count=top1_count(circuit.metrics, n),
+        random_count=top1_count(rnd.metrics, n) if rnd else None,
     )
 
 

@@ -4,10 +4,22 @@ The judge (:mod:`headwatch.claims.judge`) makes them; the claim tests, ``headwat
 the figures and the report read them. ``details`` is one dataclass per claim (:data:`DETAILS`),
 whose field names are the JSON keys.
 
-:class:`Status` names more outcomes than the judge gives today (it maps True -> ``holds``,
-False -> ``fails``, None -> ``not_applicable``); ``holds_vacuously`` and
-``consistent_not_established`` are for the verdict statistics to come. How a status becomes a
-pytest outcome is decided in one place: :data:`headwatch.claims.check.PYTEST_OUTCOME`.
+The vocabulary (:class:`Status`), shared by judge, tests, ``headwatch judge --json`` and report:
+
+- ``holds``: the claim holds and the evidence establishes it (intervals clear the bar).
+- ``holds_vacuously``: it holds because there is nothing it could fail on (F1 with no first-token
+  head at all).
+- ``consistent_not_established``: the point estimate passes, but the uncertainty does not exclude
+  failing (F3's ratio interval reaches below the bar, an F1 interval reaches 30, a causal p-value
+  >= alpha, F5 passed by most heads anyway).
+- ``fails``: the claim is false on these records.
+- ``not_applicable``: the claim does not apply (no DCLM model, no ablation, no declared shape).
+- ``not_judged``: the subject did not form (a model organism without its circuit): claims are
+  not judged.
+
+How a status becomes a pytest outcome is decided in one place:
+:data:`headwatch.claims.check.PYTEST_OUTCOME`. :func:`check_deviation` decides whether a
+declared deviation matches what was measured.
 """
 from __future__ import annotations
 
@@ -19,6 +31,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from headwatch.spec import Deviation
+
 
 class Status(str, enum.Enum):
     HOLDS = "holds"
@@ -26,6 +40,7 @@ class Status(str, enum.Enum):
     CONSISTENT_NOT_ESTABLISHED = "consistent_not_established"
     FAILS = "fails"
     NOT_APPLICABLE = "not_applicable"
+    NOT_JUDGED = "not_judged"
 
     @classmethod
     def of(cls, holds: bool | None) -> "Status":
@@ -34,10 +49,62 @@ class Status(str, enum.Enum):
 
     @property
     def holds(self) -> bool | None:
-        """True for the holding statuses, False for ``fails``, None where no verdict is given."""
+        """True for the holding statuses, False for ``fails``, None where no verdict is given
+        (not applicable, not judged, and consistent but not established)."""
         if self in (Status.HOLDS, Status.HOLDS_VACUOUSLY):
             return True
         return False if self is Status.FAILS else None
+
+    @property
+    def words(self) -> str:
+        """The status as the report and terminal write it."""
+        return STATUS_WORDS[self]
+
+
+#: Each status in words (README's vocabulary).
+STATUS_WORDS: dict[Status, str] = {
+    Status.HOLDS: "holds",
+    Status.HOLDS_VACUOUSLY: "holds vacuously",
+    Status.CONSISTENT_NOT_ESTABLISHED: "consistent, not established",
+    Status.FAILS: "fails",
+    Status.NOT_APPLICABLE: "not applicable",
+    Status.NOT_JUDGED: "not judged",
+}
+
+
+Bound = tuple[float | None, float | None]
+
+
+@dataclass(frozen=True)
+class KeyFigure:
+    """The number a verdict turns on, its bar, and how sure it is.
+
+    ``interval`` (lo, hi) is the quantity's interval (None bound: open, e.g. an infinite ratio
+    bound); ``method`` says how it was obtained, or why there is none ("no interval: published
+    means"); ``p_value`` is an exact test's (causal). ``value`` is what a declared deviation's
+    ``key = [lo, hi]`` is checked against.
+    """
+
+    quantity: str
+    value: float | None
+    bar: float | None = None
+    interval: Bound | None = None
+    method: str = ""
+    p_value: float | None = None
+
+
+def fmt_interval(interval: Bound | None, fmt: str = ".3g") -> str:
+    """(5.09, 26.4) -> '[5.09, 26.4]', (20, 1000) -> '[20, 1000]'; an open bound shows as -inf / inf."""
+    if interval is None:
+        return ""
+
+    def one(x: float | None, open_: str) -> str:
+        if x is None:
+            return open_
+        return f"{x:.0f}" if 1e3 <= abs(x) < 1e6 and fmt == ".3g" else format(x, fmt)
+
+    lo, hi = interval
+    return f"[{one(lo, '-inf')}, {one(hi, 'inf')}]"
 
 
 # ---- per-claim details ---------------------------------------------------------------------------
@@ -66,13 +133,22 @@ class F1Details:
     threshold: float
     revisions_checked: int = 0
     violations: tuple[F1Violation, ...] = ()
-    #: highest first-token selectivity in ``layers`` over the revisions judged, and where
+    #: highest first-token selectivity in ``layers`` over the revisions judged, where, and its interval
     peak_selectivity: float | None = None
     peak_head: str | None = None
     revision: str | None = None
     tokens: float | None = None
     heads: tuple[str, ...] = ()
     first_token_selectivity: Mapping[str, float | None] = field(default_factory=dict)
+    peak_revision: str | None = None
+    peak_interval: tuple[float, float] | None = None
+    interval_method: str = ""
+    #: the largest upper interval bound of any head in ``layers`` (decides "established")
+    highest_upper_bound: float | None = None
+    #: BOS heads in any layer (per revision: there; over all: the most at any revision); 0: vacuous
+    bos_heads_anywhere: int = 0
+    #: revisions with no BOS head in any layer (F1 is vacuous there)
+    vacuous_revisions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -104,15 +180,27 @@ class F3Details:
     t_bos50: Point | None
     milestone_heads: int
     sensitivity_milestone_heads: Mapping[str, F3Sensitivity]
+    #: the last revisions before each milestone (the grid brackets: (before, at])
+    t_induction_before: Point | None = None
+    t_bos50_before: Point | None = None
+    #: what the revision grid allows for the ratio: [lo, hi] (hi None: unbounded)
+    ratio_interval: tuple[float | None, float | None] | None = None
+    established: bool | None = None
 
 
 @dataclass(frozen=True)
 class F4Computed:
+    """The first revision where recall reaches the level, under one reading of the definition."""
+
     revision: str
     tokens: float
     fraction_of_total: float | None
     recall: float | None
     found: tuple[str, ...]
+    #: the revision grid's bracket of the recall point, as fractions of training: (before, at]
+    fraction_interval: tuple[float, float] | None = None
+    #: threshold at which heads count as found at intermediate revisions (the final circuit: 50x)
+    intermediate_threshold: float | None = None
 
 
 @dataclass(frozen=True)
@@ -122,6 +210,8 @@ class F4PaperTable:
     revision: str | None
     recall_there: float | None
     reproduced: bool
+    #: which readings put the recall point at the paper's revision ("uniform 50x", "intermediate 30x")
+    reproduced_by: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -133,6 +223,11 @@ class RecallAt:
 
 @dataclass(frozen=True)
 class F4Details:
+    """``computed``: the uniform reading (every revision at the induction threshold, SPEC's stated
+    definition; it decides the verdict); ``intermediate``: intermediate revisions counted at the
+    head-label threshold, the final circuit at the induction threshold (the reading that gives the
+    paper's table)."""
+
     computed: F4Computed | None
     paper_table: F4PaperTable | None
     reproduces: str | None
@@ -141,6 +236,8 @@ class F4Details:
     level: float
     max_fraction: float
     recall_series: Mapping[str, RecallAt]
+    intermediate: F4Computed | None = None
+    intermediate_holds: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -150,6 +247,12 @@ class F5Head:
     crossed: Point | None
     lead: float | None
     holds: bool
+    #: share of ALL heads whose PR is elevated at or before this head's crossing (the level rule's null)
+    level_null_share: float | None = None
+    #: rise rule: PR at or before the crossing >= (1 + rise_fraction) x its first-revision PR
+    #: (None: the head crosses at the first revision, nothing to rise from)
+    rises: bool | None = None
+    rise_null_share: float | None = None
 
 
 @dataclass(frozen=True)
@@ -168,6 +271,13 @@ class F5Details:
     sensitivity: Mapping[str, F5Sensitivity] = field(default_factory=dict)
     d_head: int | None = None
     pr_bar: float | None = None
+    #: mean over the heads of ``level_null_share``; F5 is "not informative" above null_share_max
+    null_share: float | None = None
+    null_share_max: float | None = None
+    informative: bool | None = None
+    rise_fraction: float | None = None
+    rise_holds: bool | None = None
+    rise_null_share: float | None = None
 
 
 @dataclass(frozen=True)
@@ -187,11 +297,47 @@ class CausalDetails:
     circuit_matches_screen: bool | None = None
     n_random_heads: int = 0
     random_matched_to: str | None = None
+    #: top-1 counts (k of n) behind the rates; reconstructed from rate x N where the record has rates only
+    baseline_count: tuple[int, int] | None = None
+    circuit_count: tuple[int, int] | None = None
+    random_count: tuple[int, int] | None = None
+    counts_reconstructed: bool = False
+    #: one-sided Fisher exact p-values: circuit top-1 below matched random / below baseline
+    p_vs_random: float | None = None
+    p_vs_baseline: float | None = None
+    alpha: float | None = None
+    #: exact (Clopper-Pearson) intervals of the three top-1 rates, where the record carries counts
+    top1_intervals: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FormationDetails:
+    """What a model organism showed against what its panel declares (``[models.expect.formation]``)."""
+
+    declared: Mapping[str, Any]
+    final_revision: str
+    #: heads at induction selectivity >= the threshold at the final revision: selectivity and interval
+    heads_final: Mapping[str, float]
+    heads_final_intervals: Mapping[str, tuple[float, float]]
+    n_heads_final: int
+    n_heads_final_interval: tuple[float, float] | None
+    best_head_final: str | None
+    best_selectivity_final: float | None
+    n_heads_first: int
+    t_induction: Point | None
+    t_induction_before: Point | None
+    final_top1: float | None
+    final_top1_interval: tuple[float, float] | None
+    #: the record's provenance["training"] (e.g. the numeric path the organism was trained on)
+    training: Mapping[str, Any] | None
+    #: each declared condition that was not met, in words
+    unmet: tuple[str, ...] = ()
 
 
 #: The details type of each claim.
 DETAILS: dict[str, type] = {
     "F1": F1Details, "F2": F2Details, "F3": F3Details, "F4": F4Details, "F5": F5Details, "causal": CausalDetails,
+    "formation": FormationDetails,
 }
 
 
@@ -199,12 +345,14 @@ DETAILS: dict[str, type] = {
 class Verdict:
     """One claim judged on one model's records.
 
-    ``key`` is the claim's headline figure as the report shows it ("11.5x", "0 of 32 heads");
-    ``margin`` is the signed distance from the claim's bar in the claim's own unit, positive on the
-    holding side (None where there is none): F1 bar - highest early first-token selectivity;
-    F2 share - step_share for an expected step (the reverse for a ramp); F3 ratio - min_ratio;
-    F4 max_fraction - fraction of training; F5 the fewest revisions by which a head's PR elevation
-    precedes its crossing; causal max_share - share of baseline.
+    ``key`` is the claim's headline figure as the report shows it ("11.5x [5.09, 26.4]", "0 of 32
+    heads"); ``figure`` is that number typed, with its bar, interval and method; ``margin`` is the
+    signed distance from the claim's bar in the claim's own unit, positive on the holding side (None
+    where there is none): F1 bar - highest early first-token selectivity; F2 share - step_share for
+    an expected step (the reverse for a ramp); F3 ratio - min_ratio; F4 max_fraction - fraction of
+    training; F5 the fewest revisions by which a head's PR elevation precedes its crossing; causal
+    max_share - share of baseline. ``failing_revisions`` and ``failing_heads`` are what a declared
+    deviation's ``revisions`` / ``heads`` are checked against.
     """
 
     claim: str
@@ -213,21 +361,26 @@ class Verdict:
     details: Any
     key: str = ""
     margin: float | None = None
-    #: The panel's reason for expecting this claim to fail here, or None.
-    declared_deviation: str | None = None
+    #: The panel's declaration that this claim is a known deviation here, or None.
+    declared_deviation: Deviation | None = None
+    figure: KeyFigure | None = None
+    failing_revisions: tuple[str, ...] = ()
+    failing_heads: tuple[str, ...] = ()
 
     @property
     def holds(self) -> bool | None:
         return self.status.holds
 
-    def declare(self, reason: str | None) -> "Verdict":
-        return dataclasses.replace(self, declared_deviation=reason)
+    def declare(self, deviation: Deviation | None) -> "Verdict":
+        return dataclasses.replace(self, declared_deviation=deviation)
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "claim": self.claim, "status": self.status.value, "message": self.message, "key": self.key,
-            "margin": self.margin, "declared_deviation": self.declared_deviation,
-            "details": plain(self.details),
+            "claim": self.claim, "status": self.status.value, "status_words": self.status.words,
+            "message": self.message, "key": self.key, "margin": self.margin,
+            "figure": plain(self.figure), "failing_revisions": list(self.failing_revisions),
+            "failing_heads": list(self.failing_heads),
+            "declared_deviation": plain(self.declared_deviation), "details": plain(self.details),
         }
 
     @classmethod
@@ -235,7 +388,49 @@ class Verdict:
         claim = d["claim"]
         return cls(claim=claim, status=Status(d["status"]), message=d["message"],
                    details=_build(DETAILS[claim], d["details"]), key=d.get("key", ""),
-                   margin=d.get("margin"), declared_deviation=d.get("declared_deviation"))
+                   margin=d.get("margin"), declared_deviation=_build(Deviation, d.get("declared_deviation")),
+                   figure=_build(KeyFigure, d.get("figure")),
+                   failing_revisions=tuple(d.get("failing_revisions", ())),
+                   failing_heads=tuple(d.get("failing_heads", ())))
+
+
+# ---- declared deviations ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DeviationCheck:
+    """Whether a failing verdict is the deviation the panel declared: ``declared`` and ``measured``
+    in the same terms (only the fields the declaration gives), ``matches`` when every one agrees."""
+
+    matches: bool
+    declared: str
+    measured: str
+
+
+def check_deviation(verdict: Verdict, deviation: Deviation, *, one_revision_of_many: bool = False) -> DeviationCheck:
+    """Compare a verdict with a declared deviation (see :class:`headwatch.spec.Deviation`).
+
+    A verdict that does not fail never matches. ``one_revision_of_many``: the verdict is one
+    revision's, judged against a model-wide declaration; then the failing revisions and heads
+    need only be among the declared ones, and the key (a model-wide figure) is not checked there.
+    """
+    measured = []
+    ok = verdict.status is Status.FAILS
+    if deviation.key is not None and not one_revision_of_many:
+        value = verdict.figure.value if verdict.figure is not None else None
+        lo, hi = deviation.key
+        ok = ok and value is not None and lo <= value <= hi
+        measured.append(f"key {'none' if value is None else format(value, '.4g')}")
+    for name, have, want in (("revisions", verdict.failing_revisions, deviation.revisions),
+                             ("heads", verdict.failing_heads, deviation.heads)):
+        if want is None:
+            continue
+        same = set(have) <= set(want) if one_revision_of_many else set(have) == set(want)
+        ok = ok and same
+        measured.append(f"{name} " + (", ".join(have) or "none"))
+    if verdict.status is not Status.FAILS:
+        measured.insert(0, f"the claim {verdict.status.words}")
+    return DeviationCheck(ok, deviation.expected(), "; ".join(measured))
 
 
 # ---- JSON form of the details ----------------------------------------------------------------------

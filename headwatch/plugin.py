@@ -15,6 +15,11 @@ The contract the claim tests code against:
   and ``revision_record`` (the MeasurementRecord of that revision).
 - with ``--dist loadgroup`` one model's tests stay on one worker (headwatch/fixtures/scheduling.py);
   worker ``gwN`` measures on ``cuda:(N mod GPUs)`` with ``--device cuda/auto``.
+- a claim module may narrow the models it runs on with a module attribute
+  ``headwatch_models = (what the model must have, predicate(PanelModel) -> bool)``
+  (claims/test_formation.py: models that declare formation); with none left, its test is one
+  skip naming what no selected model has.
+- the formation tests (claims/test_formation.py) run before every other claim test.
 - organisms the collected tests need and the cache lacks are trained first, by the process that
   talks to the terminal (the xdist controller, or the only process), one line per checkpoint.
 - what ran (panels, models, revisions, device, dtype, cache hits vs fresh runs): :func:`run_info`,
@@ -282,6 +287,18 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if not ({"model_entry", "revision"} & set(names)) or not ours:
         return  # someone else's test (or a copy of a claim module elsewhere): not ours to parametrise
     models = select_revisions(metafunc.config)
+    narrowed = getattr(metafunc.module, "headwatch_models", None)
+    if narrowed is not None:
+        what, keep = narrowed
+        models = [m for m in models if keep(m)]
+        if not models:
+            mark = pytest.mark.skip(reason=f"no selected model {what}")
+            if "revision" in names:
+                metafunc.parametrize(("model_entry", "revision"), [pytest.param(None, None, id="none", marks=mark)],
+                                     scope="session")
+            else:
+                metafunc.parametrize("model_entry", [pytest.param(None, id="none", marks=mark)], scope="session")
+            return
     if "revision" in names:
         params = [pytest.param(m, r, id=f"{m.id}@{r}", marks=pytest.mark.xdist_group(m.id))
                   for m in models for r in m.sorted_revisions]
@@ -289,6 +306,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     else:
         params = [pytest.param(m, id=m.id, marks=pytest.mark.xdist_group(m.id)) for m in models]
         metafunc.parametrize("model_entry", params, scope="session")
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Formation tests first: an organism that did not form is reported before its claims are judged."""
+    if not wanted(config):
+        return
+    items[:] = sorted(items, key=lambda item: 0 if is_claim_test(item.path) and item.path.name == "test_formation.py" else 1)
 
 
 # ---- fixtures -----------------------------------------------------------------------------------

@@ -2,8 +2,12 @@
 
 Everything that decides a verdict lives here once: the probes' defaults (``ProbeSettings``), the
 head sets (:mod:`headwatch.probes.selectivity`), the trajectory quantities
-(:mod:`headwatch.claims.trajectory`) and the judge (:mod:`headwatch.claims.judge`) all read
-:data:`SPEC`. A panel may change a model's expectations (:class:`Expectations`), never the table.
+(:mod:`headwatch.claims.trajectory`), the statistics (:mod:`headwatch.stats`: interval level,
+bootstrap, exact tests' alpha) and the judge (:mod:`headwatch.claims.judge`) all read
+:data:`SPEC`; the judge takes the table as an argument, so the sensitivity grid
+(:mod:`headwatch.claims.sensitivity`) re-judges with one value changed. A panel may change a
+model's expectations (:class:`Expectations`), never the table. Each constant has a just-passing and
+a just-failing test in tests/test_tolerances.py (docs/statistics.md).
 
 Why ``ProbeSettings`` still carries thresholds: they are part of every measurement's cache key and
 of the record's ``settings`` (the published files state theirs). Their defaults come from this
@@ -47,10 +51,43 @@ class Thresholds:
     f4_max_fraction: float = 0.025
     #: [§6, F1] layers that must hold no BOS head.
     f1_layers: tuple[int, ...] = (0, 1)
+    #: [§6, F4] the paper table's tokens name the revision whose tokens are within this relative
+    #: distance (the table rounds: "6.3B" for step3000's 6.29B).
+    paper_tokens_rel_tol: float = 0.02
     #: [§6] reported, never asserted: F3 with the induction milestone at these head counts ...
     f3_sensitivity_heads: tuple[int, ...] = (1, 3, 5)
     #: ... and F5 at these elevation fractions.
     f5_sensitivity_fractions: tuple[float, ...] = (0.05, 0.1, 0.2)
+
+    # ---- verdict statistics (ours, issue 13; docs/statistics.md) ------------------------------
+    #: [causal] "beats matched random" and "cuts below baseline" need a one-sided exact test on
+    #: the top-1 counts (Fisher) with p < this.
+    causal_alpha: float = 0.05
+    #: [F5, rise rule] PR at some revision at or before the crossing >= (1 + this) x its PR at the
+    #: first revision (reported beside SPEC's level rule).
+    f5_rise_fraction: float = 0.5
+    #: [F5, null share] "F5 not informative" (consistent, not established) when the mean, over the
+    #: final induction heads, of the share of ALL heads that also pass the level rule against that
+    #: head's crossing revision exceeds this: passing is then no rarer than a coin flip.
+    f5_null_share_max: float = 0.5
+    #: [intervals] level of every interval a record or verdict carries.
+    interval_level: float = 0.95
+    #: [intervals] bootstrap resamples over examples (selectivities, BOS fraction, induction heads).
+    n_bootstrap: int = 1000
+    #: [intervals] seed of the bootstrap's resampling (numpy default_rng).
+    bootstrap_seed: int = 0
+    #: [Gu et al. 2024, arXiv 2410.10781] Sink_1^eps: share of heads whose attention to position 0,
+    #: averaged over query positions 1..T-1, exceeds eps. Reported, never asserted.
+    sink_eps: float = 0.3
+    #: ... computed on the first this-many examples of the batch (it needs whole attention rows).
+    sink_examples: int = 64
+
+    # ---- the sensitivity grid of the report (reported, never asserted) --------------------------
+    #: every verdict is re-judged with one of these changed at a time (the others at their SPEC value).
+    grid_bos: tuple[float, ...] = (20.0, 30.0, 50.0)
+    grid_induction: tuple[float, ...] = (30.0, 50.0, 100.0)
+    grid_step_share: tuple[float, ...] = (0.4, 0.5, 0.6)
+    grid_recall_level: tuple[float, ...] = (1 / 2, 2 / 3, 3 / 4)
 
 
 #: The table every module reads.
@@ -58,25 +95,88 @@ SPEC = Thresholds()
 
 #: Claims in report order.
 CLAIMS: tuple[str, ...] = ("F1", "F2", "F3", "F4", "F5", "causal")
+#: The verdict on whether a model organism formed its circuit (judged before the claims, when a
+#: panel declares ``[models.expect.formation]``; claims on a subject that did not form are not judged).
+FORMATION = "formation"
 BOS_SHAPES: tuple[str, ...] = ("ramp", "step")
+
+
+@dataclass(frozen=True)
+class Deviation:
+    """A declared known deviation: why, and what the panel expects to be measured.
+
+    At least one of ``key`` (the claim's key figure lies in [lo, hi]: F1 the largest layer-0/1
+    first-token selectivity, F2 the largest rise's share, F3 the ratio, F4 the fraction of training,
+    F5 the fewest revisions of lead, causal the circuit's share of baseline top-1), ``revisions``
+    (exactly these revisions fail) or ``heads`` (exactly these heads are the failing ones). The
+    claim test xfails strictly only when the measured verdict fails and matches every given field.
+    """
+
+    reason: str
+    key: tuple[float, float] | None = None
+    revisions: tuple[str, ...] | None = None
+    heads: tuple[str, ...] | None = None
+
+    def expected(self) -> str:
+        """What the declaration expects, in words: 'key in [0.3, 0.6]; revisions step1200; heads L0_H0'."""
+        parts = []
+        if self.key is not None:
+            parts.append(f"key in [{self.key[0]:g}, {self.key[1]:g}]")
+        if self.revisions is not None:
+            parts.append("revisions " + (", ".join(self.revisions) or "none"))
+        if self.heads is not None:
+            parts.append("heads " + (", ".join(self.heads) or "none"))
+        return "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class FormationWindow:
+    """Where t_induction must lie: between two revisions (inclusive, by tokens seen) or between two
+    fractions of the training tokens (inclusive). Exactly one is set."""
+
+    revisions: tuple[str, str] | None = None
+    fraction: tuple[float, float] | None = None
+
+    def describe(self) -> str:
+        if self.revisions is not None:
+            return f"between {self.revisions[0]} and {self.revisions[1]}"
+        assert self.fraction is not None
+        return f"within {100 * self.fraction[0]:g}%-{100 * self.fraction[1]:g}% of training"
+
+
+@dataclass(frozen=True)
+class Formation:
+    """What a model organism must show before any claim is judged on it (``[models.expect.formation]``).
+
+    ``min_induction_heads_final``: heads at induction selectivity >= SPEC.induction at the final
+    revision; ``formed_within``: where t_induction (SPEC's milestone) must lie; ``none_at_first``:
+    no induction head at the first revision; ``min_top1_final``: task top-1 at the final revision.
+    """
+
+    min_induction_heads_final: int | None = None
+    formed_within: FormationWindow | None = None
+    none_at_first: bool = False
+    min_top1_final: float | None = None
 
 
 @dataclass(frozen=True)
 class Expectations:
     """What a panel declares for one model (``[models.expect]``); the judge reads nothing else.
 
-    ``xfail`` maps a claim ("F4") or a claim at one revision ("F1@step1200") to the reason it is a
-    known deviation (kept as a strict xfail). ``f3_min_ratio`` / ``f4_max_fraction`` override the
-    table's bars for this model (None: :data:`SPEC`'s); ``paper_f4_tokens`` is the tokens the
-    paper's F4 table gives, reported beside the computed number.
+    ``xfail`` maps a claim ("F4") or a claim at one revision ("F1@step1200") to a
+    :class:`Deviation` (kept as a strict xfail while it matches). ``f3_min_ratio`` /
+    ``f4_max_fraction`` override the table's bars for this model (None: :data:`SPEC`'s);
+    ``paper_f4_tokens`` is the tokens the paper's F4 table gives, reported beside the computed
+    number; ``formation`` is what an organism must show before its claims are judged.
     """
 
     bos_shape: str | None = None
     dclm: bool = False
-    xfail: Mapping[str, str] = field(default_factory=dict)
+    xfail: Mapping[str, Deviation] = field(default_factory=dict)
     paper_f4_tokens: float | None = None
     f3_min_ratio: float | None = None
     f4_max_fraction: float | None = None
+    formation: Formation | None = None
 
     @property
     def min_ratio(self) -> float:
@@ -86,8 +186,8 @@ class Expectations:
     def max_fraction(self) -> float:
         return SPEC.f4_max_fraction if self.f4_max_fraction is None else float(self.f4_max_fraction)
 
-    def declared(self, claim: str, revision: str | None = None) -> str | None:
-        """The reason the panel gives for ``claim`` (at ``revision``, if declared there), or None."""
+    def declared(self, claim: str, revision: str | None = None) -> Deviation | None:
+        """The panel's declaration for ``claim`` (at ``revision``, if declared there), or None."""
         if revision is not None and f"{claim}@{revision}" in self.xfail:
             return self.xfail[f"{claim}@{revision}"]
         return self.xfail.get(claim)
@@ -95,3 +195,6 @@ class Expectations:
 
 #: Keys of ``[models.expect]``: the fields of :class:`Expectations`.
 EXPECT_KEYS: frozenset[str] = frozenset(Expectations.__dataclass_fields__)
+#: Keys of an xfail table and of ``[models.expect.formation]``.
+DEVIATION_KEYS: frozenset[str] = frozenset(Deviation.__dataclass_fields__)
+FORMATION_KEYS: frozenset[str] = frozenset(Formation.__dataclass_fields__)

@@ -29,10 +29,13 @@ class LayerCapture:
 
     attention_row: [B, H, T] fp32 attention of the query position (the last one).
     head_output: [B, H, D] the per-head output at the query position (out-proj input slices).
+    first_position_attention: [B, H] attention to position 0 averaged over query positions 1..T-1
+    (whole attention rows), only in passes where the recorder's ``want_first_position`` is set.
     """
 
     attention_row: torch.Tensor
     head_output: torch.Tensor
+    first_position_attention: torch.Tensor | None = None
 
 
 @dataclass
@@ -40,6 +43,9 @@ class CaptureRecorder:
     """Collects :class:`LayerCapture` by layer index during one forward pass."""
 
     layers: dict[int, LayerCapture] = field(default_factory=dict)
+    #: Set before a forward pass to also compute every query's attention to position 0 (Sink_1^eps):
+    #: B x H x T x T scores per layer, so only for a small sub-batch.
+    want_first_position: bool = False
 
     def stacked(self, n_layers: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(attention rows [B, L, H, T], head outputs [B, L, H, D]) in layer order."""
@@ -49,6 +55,14 @@ class CaptureRecorder:
         rows = torch.stack([self.layers[l].attention_row for l in range(n_layers)], dim=1)
         outs = torch.stack([self.layers[l].head_output for l in range(n_layers)], dim=1)
         return rows, outs
+
+    def first_position(self, n_layers: int) -> torch.Tensor:
+        """Attention to position 0 averaged over queries 1..T-1: [B, L, H] (a pass with
+        ``want_first_position`` set)."""
+        missing = [l for l in range(n_layers) if self.layers[l].first_position_attention is None]
+        if missing:
+            raise RuntimeError(f"no first-position attention for layers {missing}: set want_first_position first")
+        return torch.stack([self.layers[l].first_position_attention for l in range(n_layers)], dim=1)
 
 
 #: Attribute under which ``capturing`` hands each attention block of a model its recorder.
@@ -71,6 +85,24 @@ def _query_row_attention(module: nn.Module, query, key, attention_mask, scaling)
     return torch.softmax(scores, dim=-1)[:, :, 0, :]
 
 
+def _first_position_attention(module: nn.Module, query, key, attention_mask, scaling) -> torch.Tensor:
+    """Attention to position 0 from every query position 1..T-1, averaged over them: [B, H], fp32.
+
+    Whole causal attention rows (softmax(Q K^T * scaling + mask)), B x H x T x T in fp32.
+    """
+    groups = getattr(module, "num_key_value_groups", 1)
+    key = repeat_kv(key, groups) if groups > 1 else key
+    T = query.shape[-2]
+    scores = torch.matmul(query.float(), key.float().transpose(2, 3))
+    scores = scores * (scaling if scaling is not None else query.shape[-1] ** -0.5)
+    causal = torch.ones(T, key.shape[-2], dtype=torch.bool, device=scores.device).tril()
+    scores = scores.masked_fill(~causal, float("-inf"))
+    if attention_mask is not None:
+        mask = attention_mask[:, :, :T, : key.shape[-2]]
+        scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask.float()
+    return torch.softmax(scores, dim=-1)[:, :, 1:, 0].mean(-1)
+
+
 def capture_attention_forward(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
     """Attention function registered with transformers as ``headwatch_capture``.
 
@@ -83,8 +115,10 @@ def capture_attention_forward(module, query, key, value, attention_mask, dropout
     recorder = getattr(module, _RECORDER_ATTR, None)
     if recorder is not None:
         row = _query_row_attention(module, query, key, attention_mask, scaling)
+        first = (_first_position_attention(module, query, key, attention_mask, scaling)
+                 if recorder.want_first_position else None)
         recorder.layers[module.layer_idx] = LayerCapture(
-            attention_row=row, head_output=output[:, -1, :, :].detach()
+            attention_row=row, head_output=output[:, -1, :, :].detach(), first_position_attention=first
         )
     return output, None
 

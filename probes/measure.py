@@ -9,6 +9,7 @@ import platform
 import sys
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -21,9 +22,13 @@ from . import ablation as ablation_lib
 from .architectures import HeadGeometry, head_geometry
 from .batch import InductionBatch, induction_batch
 from .capture import capturing, check_finite
+from .intervals import record_intervals
 from .participation import participation_ratio
-from .record import PROBE_VERSION, AblationResult, MeasurementRecord, ProbeSettings, TaskMetrics, head_key
+from .record import (
+    PROBE_VERSION, AblationResult, MeasurementRecord, ProbeSettings, RecordIntervals, TaskMetrics, head_key,
+)
 from .selectivity import SelectivityAccumulator, baseline_positions, induction_circuit
+from .sink import sink_score
 
 class TaskAccumulator:
     """Next-token metrics at the query position against the induction target b."""
@@ -47,7 +52,8 @@ class TaskAccumulator:
 
     def metrics(self) -> TaskMetrics:
         n = max(self.n, 1)
-        return TaskMetrics(self.loss / n, self.top1 / n, self.top5 / n, self.logit / n)
+        return TaskMetrics(self.loss / n, self.top1 / n, self.top5 / n, self.logit / n,
+                           n=self.n, top1_count=int(self.top1))
 
 
 def _query_logits(model: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
@@ -82,24 +88,43 @@ def _dtype_name(model: nn.Module) -> str:
     return str(next(model.parameters()).dtype).removeprefix("torch.")
 
 
+@dataclass
+class ScreenResult:
+    """What the single captured pass yields (per-example quantities stay inside ``selectivity``)."""
+
+    table: dict[str, dict[str, float]]
+    pr: dict[str, float]
+    task: TaskMetrics
+    n_valid: int
+    #: The accumulator, holding per-example attention when intervals were asked for.
+    selectivity: SelectivityAccumulator
+    #: [n_sink, L, H] attention to position 0 averaged over queries 1..T-1, or None.
+    first_position: torch.Tensor | None
+
+
 def screen(
     model: nn.Module, batch: InductionBatch, settings: ProbeSettings, geometry: HeadGeometry,
     progress: Callable | None = None,
-) -> tuple[dict[str, dict[str, float]], dict[str, float], TaskMetrics, int]:
-    """The single captured pass: (selectivity table, PR per head, task metrics, n valid)."""
+) -> ScreenResult:
+    """The single captured pass: selectivity table, PR per head, task metrics, n valid, and (on the
+    first ``settings.sink_examples`` examples) each query's attention to position 0."""
     device = _model_device(model)
     T = batch.tokens.shape[1]
     selectivity = SelectivityAccumulator(
         geometry.n_layers, geometry.n_heads, T,
         baseline_positions(T, settings.baseline_positions, settings.baseline_seed),
+        keep_examples=settings.n_bootstrap > 0,
     )
     task = TaskAccumulator()
     n_pr = min(settings.n_pr, len(batch))
+    n_sink = min(settings.sink_examples, len(batch))
     # Head outputs of the first n_pr examples: [L, H, n_pr, D], filled batch by batch.
     pr_outputs = torch.empty(geometry.n_layers, geometry.n_heads, n_pr, geometry.d_head, dtype=torch.float32)
+    first_position = torch.empty(n_sink, geometry.n_layers, geometry.n_heads, dtype=torch.float32) if n_sink else None
     with torch.inference_mode(), capturing(model) as recorder:
         for start, stop in _chunks(len(batch), settings.batch_size):
             part = batch.slice(start, stop)
+            recorder.want_first_position = start < n_sink
             logits = _query_logits(model, part.tokens.to(device))
             rows, outputs = recorder.stacked(geometry.n_layers)
             check_finite(rows, outputs, f"examples {start}-{stop}")
@@ -108,11 +133,28 @@ def screen(
             if start < n_pr:
                 take = min(stop, n_pr) - start
                 pr_outputs[:, :, start : start + take] = outputs[:take].permute(1, 2, 0, 3).float().cpu()
+            if start < n_sink:
+                take = min(stop, n_sink) - start
+                first_position[start : start + take] = recorder.first_position(geometry.n_layers)[:take].float().cpu()
             if progress:
                 progress(stop - start)
     pr_values = participation_ratio(pr_outputs)  # [L, H]
     pr = {head_key(l, h): float(pr_values[l, h]) for l in range(geometry.n_layers) for h in range(geometry.n_heads)}
-    return selectivity.selectivity(), pr, task.metrics(), selectivity.n_valid
+    return ScreenResult(selectivity.selectivity(), pr, task.metrics(), selectivity.n_valid, selectivity, first_position)
+
+
+def intervals_of(screened: ScreenResult, task: TaskMetrics, ablations: list[AblationResult],
+                 settings: ProbeSettings) -> RecordIntervals:
+    """The record's intervals (probes/intervals.py) from the screen's per-example attention."""
+    if settings.n_bootstrap > 0:
+        values, baseline, valid = screened.selectivity.examples()
+    else:  # exact top-1 intervals only
+        values, baseline, valid = np.empty((0, 0, 0, 0)), np.empty((0, 0, 0)), np.empty(0, dtype=bool)
+    return record_intervals(
+        values, baseline, valid, task=task, ablations={a.name: a.metrics for a in ablations},
+        n_resamples=settings.n_bootstrap, seed=settings.bootstrap_seed, level=settings.interval_level,
+        induction_threshold=settings.induction_threshold, bos_threshold=settings.bos_threshold,
+    )
 
 
 def measure(
@@ -149,7 +191,8 @@ def measure(
         disable=not progress or not sys.stderr.isatty(), leave=False,  # no cursor escapes in logs
     )
     try:
-        table, pr, task, n_valid = screen(model, batch, settings, geometry, bar.update)
+        screened = screen(model, batch, settings, geometry, bar.update)
+        table, pr, task, n_valid = screened.table, screened.pr, screened.task, screened.n_valid
         ablations: list[AblationResult] = []
         circuit = sorted(induction_circuit(table, settings.induction_threshold))
         if settings.ablation and circuit:
@@ -165,6 +208,11 @@ def measure(
                 ablations.append(AblationResult(name, tuple(heads), metrics))
     finally:
         bar.close()
+    intervals_started = time.perf_counter()
+    intervals = intervals_of(screened, task, ablations, settings)
+    sink = sink_score(screened.first_position) if screened.first_position is not None else None
+    del screened  # per-example quantities never leave measure(): the record keeps bounds only
+    intervals_seconds = time.perf_counter() - intervals_started
     return MeasurementRecord(
         model=model_name,
         revision=revision,
@@ -189,5 +237,8 @@ def measure(
             "numpy": np.__version__,
             "python": platform.python_version(),
             "ablation_note": None if circuit or not settings.ablation else "no head reached the induction threshold: nothing to ablate",
+            "intervals_seconds": round(intervals_seconds, 3),
         },
+        intervals=intervals,
+        sink=sink,
     )

@@ -53,9 +53,11 @@ class SelectivityAccumulator:
 
     Induction and duplicate-token attention average over "valid" examples (b occurs once before
     the query); every other class and the baseline average over all examples (the author's rule).
+    With ``keep_examples`` it also keeps each example's class and baseline attention (float32, in
+    memory only) for the bootstrap intervals of :mod:`headwatch.probes.intervals`.
     """
 
-    def __init__(self, n_layers: int, n_heads: int, seq_len: int, baseline: np.ndarray):
+    def __init__(self, n_layers: int, n_heads: int, seq_len: int, baseline: np.ndarray, keep_examples: bool = False):
         self.n_layers, self.n_heads, self.seq_len = n_layers, n_heads, seq_len
         self.baseline = torch.as_tensor(baseline, dtype=torch.long)
         T = seq_len
@@ -70,6 +72,8 @@ class SelectivityAccumulator:
         self._baseline_sum = torch.zeros(shape, dtype=torch.float64)
         self.n_all = 0
         self.n_valid = 0
+        self.keep_examples = keep_examples
+        self._examples: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
 
     def update(self, rows: torch.Tensor, ab: torch.Tensor, valid: torch.Tensor) -> None:
         """Add one batch.
@@ -80,18 +84,32 @@ class SelectivityAccumulator:
         """
         rows = rows.to(torch.float64)
         B = rows.shape[0]
+        per_example = {}  # class -> [B, L, H]
         for cls, pos in self._fixed.items():
-            self._sums[cls] += rows[..., pos.to(rows.device)].mean(-1).sum(0).cpu()
-        self._baseline_sum += rows[..., self.baseline.to(rows.device)].mean(-1).sum(0).cpu()
+            per_example[cls] = rows[..., pos.to(rows.device)].mean(-1)
+            self._sums[cls] += per_example[cls].sum(0).cpu()
+        baseline = rows[..., self.baseline.to(rows.device)].mean(-1)  # [B, L, H]
+        self._baseline_sum += baseline.sum(0).cpu()
         idx = torch.arange(B, device=rows.device)
         ab = ab.to(rows.device)
         v = valid.to(rows.device)
-        induction = rows[idx, :, :, ab + 1]  # [B, L, H]
-        duplicate = rows[idx, :, :, ab]
-        self._sums["induction"] += induction[v].sum(0).cpu()
-        self._sums["duplicate-token"] += duplicate[v].sum(0).cpu()
+        per_example["induction"] = rows[idx, :, :, ab + 1]  # [B, L, H]
+        per_example["duplicate-token"] = rows[idx, :, :, ab]
+        self._sums["induction"] += per_example["induction"][v].sum(0).cpu()
+        self._sums["duplicate-token"] += per_example["duplicate-token"][v].sum(0).cpu()
         self.n_all += B
         self.n_valid += int(v.sum())
+        if self.keep_examples:
+            stacked = torch.stack([per_example[c] for c in HEAD_CLASSES], dim=1)  # [B, C, L, H]
+            self._examples.append((stacked.float().cpu(), baseline.float().cpu(), v.cpu()))
+
+    def examples(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per-example attention kept with ``keep_examples``: (class attention [N, C, L, H] in
+        HEAD_CLASSES order, baseline attention [N, L, H], valid [N] bool)."""
+        if not self._examples:
+            raise ValueError("no per-example attention kept: build the accumulator with keep_examples=True")
+        values, baseline, valid = zip(*self._examples)
+        return torch.cat(values).numpy(), torch.cat(baseline).numpy(), torch.cat(valid).numpy()
 
     def attention(self) -> dict[str, np.ndarray]:
         """Mean attention per class (and "baseline"), each [n_layers, n_heads]."""

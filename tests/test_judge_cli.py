@@ -34,8 +34,17 @@ def test_published_panel_verdicts_json(tmp_path, capsys):
     olmo = data["models"]["allenai/OLMo-1B-0724-hf"]
     assert set(CLAIMS) <= set(olmo)
     assert olmo["F2"]["details"]["shape"] == "step" and olmo["F3"]["details"]["ratio"] == pytest.approx(11.478, abs=1e-3)
-    assert olmo["F3"]["key"] == "11.5x" and olmo["F3"]["margin"] == pytest.approx(1.478, abs=1e-3)
+    # the vocabulary: OLMo's F3 passes at the point (11.5x) but the revision grid allows [5.09, 26.4]
+    assert olmo["F3"]["status"] == "consistent_not_established" and olmo["F3"]["status_words"] == "consistent, not established"
+    assert olmo["F3"]["key"] == "11.5x [5.09, 26.4]" and olmo["F3"]["margin"] == pytest.approx(1.478, abs=1e-3)
+    assert olmo["F3"]["figure"]["interval"] == pytest.approx([5.087, 26.4], abs=1e-3)
+    assert olmo["F1"]["figure"]["method"] == "no interval: published means"
     assert data["models"]["EleutherAI/pythia-1b"]["F3"]["status"] == "not_applicable"  # not DCLM
+    # causal p-values keep significant digits (1 vs 27 of 2000: p ~ 1e-7 must not print as 0)
+    pythia = data["models"]["EleutherAI/pythia-1b"]["causal"]
+    assert pythia["status"] == "consistent_not_established" and pythia["figure"]["p_value"] == pytest.approx(0.105, abs=5e-4)
+    assert olmo["causal"]["status"] == "holds" and 1e-8 < olmo["causal"]["figure"]["p_value"] < 1e-6
+    assert olmo["causal"]["details"]["p_vs_random"] == olmo["causal"]["figure"]["p_value"]
     # the same judge as the tests
     from headwatch.fixtures.panels import load_panel
 
@@ -44,7 +53,7 @@ def test_published_panel_verdicts_json(tmp_path, capsys):
     assert {c: json.loads(json.dumps(v.to_dict())) for c, v in direct.items()} == olmo
     assert {c: Verdict.from_dict(d) for c, d in olmo.items()} == direct  # one JSON form, both ways
     printed = capsys.readouterr().out
-    assert "F3     holds" in printed and "264B / 23B = 11.5" in printed
+    assert "F3        consistent, not established 11.5x [5.09, 26.4]" in printed and "264B / 23B = 11.5" in printed
 
 
 def test_reference_dir_matches_panel_entries_by_repo_id(capsys):
@@ -60,7 +69,7 @@ def test_unknown_model_is_judged_without_expectations_and_failures_set_the_exit_
     v = json.loads(out.read_text())["models"]["planted/model"]
     assert v["F1"]["status"] == "fails" and v["F1"]["details"]["violations"][0]["heads"] == ["L0_H1"]
     assert v["F2"]["status"] == v["F3"]["status"] == "not_applicable"  # no panel entry: no expectations
-    assert "FAILS" in capsys.readouterr().out
+    assert "F1        fails" in capsys.readouterr().out
 
 
 def test_healthy_planted_model_exits_zero(tmp_path):
@@ -95,6 +104,25 @@ def test_json_dash_writes_the_verdicts_to_stdout(tmp_path, capsys, monkeypatch):
     assert judge("--json", "-", "--models", "olmo-1b") == 0
     out, err = capsys.readouterr()
     data = json.loads(out)  # stdout is the JSON alone; the verdict lines went to stderr
-    assert list(data["models"]) == ["allenai/OLMo-1B-0724-hf"] and data["models"]["allenai/OLMo-1B-0724-hf"]["F3"]["status"] == "holds"
-    assert "F3     holds" in err
+    assert list(data["models"]) == ["allenai/OLMo-1B-0724-hf"] and data["models"]["allenai/OLMo-1B-0724-hf"]["F4"]["status"] == "holds"
+    assert "F4        holds" in err
     assert not (tmp_path / "-").exists()
+
+
+def test_a_deviation_that_fails_otherwise_than_declared_sets_the_exit_code(tmp_path, capsys, monkeypatch):
+    """Declared F1 at heads L0_H0, measured L0_H1: news, exit 1; declared as measured: exit 0."""
+    import dataclasses
+
+    from headwatch.fixtures.panels import PanelModel
+    from headwatch.spec import Deviation, Expectations
+
+    write_records({"planted/model": NEGATIVE_CONTROLS["bos_head_in_layer_0"].records()}, tmp_path)
+
+    def entry(heads):
+        expect = Expectations(xfail={"F1": Deviation("planted", heads=heads)})
+        return dataclasses.replace(PanelModel("planted", "planted/model", "reference", (), None, "p"), expect=expect)
+
+    for heads, code, word in ((("L0_H0",), 1, "does NOT match"), (("L0_H1",), 0, "declared known deviation")):
+        monkeypatch.setattr(judge_cli, "load_panel", lambda name, e=entry(heads): type("P", (), {"models": (e,)})())
+        assert judge("--reference-dir", str(tmp_path), "--panel", "x") == code
+        assert word in capsys.readouterr().out

@@ -35,9 +35,63 @@ def test_json_round_trip_keeps_author_keys(record, tmp_path):
     path = tmp_path / "r.json"
     record.to_json(path)
     raw = json.loads(path.read_text())
-    assert raw["schema"] == "headwatch.measurement/1"
+    assert raw["schema"] == "headwatch.measurement/2"
     assert set(raw["all_head_selectivity"]["L1_H3"]) == set(HEAD_CLASSES)
     assert MeasurementRecord.from_json(path) == record
+
+
+def test_schema_1_records_stay_readable(record):
+    """A record written before intervals (schema /1: no intervals, sink, counts) still reads."""
+    old = record.to_dict()
+    old["schema"] = "headwatch.measurement/1"
+    for key in ("intervals", "sink"):
+        old.pop(key)
+    for key in ("n", "top1_count"):
+        old["task"].pop(key)
+    for key in ("interval_level", "n_bootstrap", "bootstrap_seed", "sink_examples"):
+        old["settings"].pop(key)
+    back = MeasurementRecord.from_dict(old)
+    assert back.intervals is None and back.sink is None and back.task.n is None
+    assert back.all_head_selectivity == record.all_head_selectivity
+    assert "schema /1" in back.no_interval_reason()
+
+
+def test_intervals_of_a_measurement(record):
+    """Every selectivity has a bootstrap interval around it, top-1 an exact one; methods are named."""
+    iv = record.intervals
+    assert iv.level == 0.95 and iv.methods["top1"] == "Clopper-Pearson exact binomial"
+    assert iv.methods["selectivity"].startswith("percentile bootstrap over examples (1000 resamples, seed 0)")
+    for head, sel in record.all_head_selectivity.items():
+        for cls, value in sel.items():
+            lo, hi = iv.selectivity[head][cls]
+            assert lo <= hi and lo <= value * 1.05 and hi >= value * 0.95, (head, cls, value, lo, hi)
+    assert record.task.n == 24 and record.task.top1_count == round(24 * record.task.top1)
+    lo, hi = iv.task_top1
+    assert 0 <= lo <= record.task.top1 <= hi <= 1
+    assert iv.induction_heads == (0.0, 0.0) and iv.bos_fraction[0] <= iv.bos_fraction[1]
+
+
+def test_the_bootstrap_is_seeded(record):
+    again = measure(tiny_model("olmo", seed=7), SMALL, model_name="tiny/olmo", revision="step0",
+                    tokens_seen=0.0, progress=False)
+    assert again.intervals == record.intervals
+
+
+def test_sink_score_matches_eager_attention():
+    """Sink_1^eps's per-head attention to position 0 over queries 1..T-1 equals what eager
+    attention's full weights give (the capture computes whole rows on the sub-batch only)."""
+    model = tiny_model("llama", seed=3, attn_implementation="eager")
+    settings = ProbeSettings(**{**SMALL.__dict__, "sink_examples": 5, "n_bootstrap": 0})
+    rec = measure(model, settings, model_name="t", revision="r", progress=False)
+    batch = induction_batch(settings.n_examples, settings.seq_len, settings.vocab_lo, settings.vocab_hi, settings.seed)
+    with torch.no_grad():
+        att = model(input_ids=batch.tokens[:5], output_attentions=True).attentions  # L x [B, H, T, T]
+    for l, a in enumerate(att):
+        expected = a[:, :, 1:, 0].mean(-1).mean(0)  # [H]
+        for h in range(a.shape[1]):
+            assert rec.sink.first_position_attention[f"L{l}_H{h}"] == pytest.approx(float(expected[h]), rel=1e-4)
+    assert rec.sink.n_examples == 5 and rec.sink.eps == 0.3
+    assert rec.intervals.selectivity == {} and rec.intervals.task_top1 is not None  # n_bootstrap 0: exact ones only
 
 
 def test_random_init_has_no_induction_circuit_so_no_ablation(record):

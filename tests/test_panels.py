@@ -20,6 +20,7 @@ from headwatch.fixtures.panels import (
     parse_panel,
     select,
 )
+from headwatch.spec import Deviation, Formation, FormationWindow
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "docs" / "SPEC.md"
@@ -168,6 +169,28 @@ def test_malformed_toml(tmp_path):
     (MINIMAL.replace('name = "m"', 'name = "m m"'), "used in test ids"),
     (MINIMAL + MINIMAL, "model names used twice: m"),
     (MINIMAL.replace('repo = "org/m"', 'repo = "org/m"\nsource = "organism"'), "needs \\[models.organism\\]"),
+    # declared deviations name what they expect (issue 11): a bare reason is refused with the table form
+    (MINIMAL + "[models.expect.xfail]\nF4 = 'why'\n",
+     r"xfail.F4: a declared deviation must say what it expects.*\{ reason = \"\.\.\.\", key = \[lo, hi\] \}"),
+    (MINIMAL + "[models.expect.xfail]\nF4 = { reason = 'why' }\n", "must name what it expects: add key"),
+    (MINIMAL + "[models.expect.xfail]\nF4 = { key = [0, 1] }\n", "missing 'reason'"),
+    (MINIMAL + "[models.expect.xfail]\nF4 = { reason = 'r', key = [1, 0] }\n", r"range \[1, 0\] is empty"),
+    (MINIMAL + "[models.expect.xfail]\nF4 = { reason = 'r', key = [1] }\n", r"key: expected \[lo, hi\]"),
+    (MINIMAL + "[models.expect.xfail]\nF4 = { reason = 'r', revisions = ['step9'] }\n", "'step9' is not one of the model's revisions"),
+    (MINIMAL + "[models.expect.xfail]\nF1 = { reason = 'r', heads = ['head0'] }\n", "L<layer>_H<head>"),
+    (MINIMAL + "[models.expect.xfail]\nF6 = { reason = 'r', key = [0, 1] }\n", "'F6' names no claim"),
+    (MINIMAL + "[models.expect.xfail]\nF4 = { reason = 'r', keys = [0, 1] }\n", r"unknown key\(s\) keys.*did you mean 'key'"),
+    (MINIMAL + "[models.expect.xfail]\n\"F1@step7\" = { reason = 'r', heads = ['L0_H0'] }\n", "'step7' is not one of"),
+    # formation
+    (MINIMAL + "[models.expect.formation]\n", "declares nothing"),
+    (MINIMAL + "[models.expect.formation]\nmin_induction_heads_final = 0\n", "must be >= 1"),
+    (MINIMAL + "[models.expect.formation]\nmin_top1_final = 2\n", r"lies in \[0, 1\]"),
+    (MINIMAL + "[models.expect.formation]\nformed_within = { revisions = ['step1'] }\n", "expected two revisions"),
+    (MINIMAL + "[models.expect.formation]\nformed_within = { revisions = ['step1', 'step5'] }\n", "'step5' is not one of"),
+    (MINIMAL + "[models.expect.formation]\nformed_within = { fraction = [0.1, 1.5] }\n", r"lie in \[0, 1\]"),
+    (MINIMAL + "[models.expect.formation]\nformed_within = { fraction = [0.1, 0.5], revisions = ['step1', 'step2'] }\n",
+     "exactly one of revisions or fraction"),
+    (MINIMAL + "[models.expect.formation]\nmin_heads = 3\n", r"unknown key\(s\) min_heads"),
 ])
 def test_schema_errors_say_what_is_wrong(text, message):
     with pytest.raises(PanelError, match=message):
@@ -199,10 +222,19 @@ def test_expectations_and_probe_overrides():
         dclm = true
         paper_f4_tokens = 10e9
         [models.expect.xfail]
-        F4 = "table says 10B, files say 23B"
+        F4 = { reason = "table says 10B, files say 23B", key = [0.005, 0.01] }
+        F1 = { reason = "a BOS head", revisions = ["step2"], heads = ["L0_H3"] }
+        [models.expect.formation]
+        min_induction_heads_final = 3
+        formed_within = { revisions = ["step1", "step2"] }
+        none_at_first = true
+        min_top1_final = 0.5
     """)).models[0]
     assert m.expect.bos_shape == "step" and m.expect.dclm
-    assert m.expect.xfail == {"F4": "table says 10B, files say 23B"}
+    assert m.expect.xfail == {"F4": Deviation("table says 10B, files say 23B", key=(0.005, 0.01)),
+                              "F1": Deviation("a BOS head", revisions=("step2",), heads=("L0_H3",))}
+    assert m.expect.formation == Formation(3, FormationWindow(revisions=("step1", "step2")), True, 0.5)
+    assert m.expect.declared("F4").expected() == "key in [0.005, 0.01]"
     assert m.expect.paper_f4_tokens == 10e9 and m.expect.min_ratio == 10.0  # the SPEC's bar unless declared
     s1, s2 = m.settings_for("step1"), m.settings_for("step2")
     assert (s1.ablation, s2.ablation) == (False, True)  # ablations at the final revision only

@@ -138,3 +138,58 @@ def test_xdist_controller_trains_before_the_workers_start(pytester, fake_trainin
                                           "-p", "no:xdist", "-p", "no:cacheprovider", "-p", "no:hypothesispytest")
     assert fake_training == [(["gptneox seed 0", "olmoe seed 0"], 1, 2)], result.stdout.str()
     assert "organism olmoe seed 0: done, 2 min 30 s in this run" in result.stdout.str()
+
+
+FORMATION_PANEL = """
+[[models]]
+name = "pythia-formed"
+repo = "EleutherAI/pythia-1b"
+source = "reference"
+revisions = ["step1", "step4", "step16", "step64", "step256", "step512", "step3000", "step10000",
+             "step38000", "step143000"]
+tokens = { per_step = 2097152 }
+[models.expect]
+bos_shape = "ramp"
+[models.expect.formation]
+min_induction_heads_final = 3
+none_at_first = true
+formed_within = { revisions = ["step4", "step10000"] }
+"""
+
+
+def test_formation_runs_first_and_only_for_models_that_declare_it(tmp_path):
+    """claims/test_formation.py is ordered before every claim test, and parametrised only over the
+    models whose panel declares formation (the published ones do not: one skip naming why)."""
+    panel = tmp_path / "formed.toml"
+    panel.write_text(FORMATION_PANEL)
+    root = Path(__file__).resolve().parents[1]
+    cmd = [sys.executable, "-m", "pytest", "claims", "--collect-only", "-q", "-p", "no:cacheprovider"]
+    mine = subprocess.run(cmd + ["--panel", str(panel)], cwd=root, capture_output=True, text=True, timeout=600)
+    ids = [l for l in mine.stdout.splitlines() if "::" in l]
+    assert ids[0] == "claims/test_formation.py::test_organism_formed_as_declared[pythia-formed]", ids[:3]
+    assert [i for i in ids if "test_organism_formed_as_declared" in i] == ids[:1]
+    published = subprocess.run(cmd + ["--panel", "published"], cwd=root, capture_output=True, text=True, timeout=600)
+    assert "claims/test_formation.py::test_organism_formed_as_declared[none]" in published.stdout
+    run = subprocess.run([sys.executable, "-m", "pytest", "claims/test_formation.py", "-q", "-p", "no:cacheprovider",
+                          "-rs", "--panel", "published"], cwd=root, capture_output=True, text=True, timeout=600)
+    assert "no selected model declares [models.expect.formation]" in run.stdout, run.stdout[-2000:]
+
+
+def test_hypothesis_profiles():
+    """Derandomized, with no example database, under CI (root conftest.py); .ci/run sets CI."""
+    from hypothesis import settings
+
+    ci = settings.get_profile("ci")
+    assert ci.derandomize is True and ci.database is None
+    expected = "ci" if os.environ.get("CI") else os.environ.get("HYPOTHESIS_PROFILE", "dev")
+    assert settings.default == settings.get_profile(expected)
+    assert 'export CI="${CI:-1}"' in (Path(__file__).resolve().parents[1] / ".ci" / "run").read_text()
+
+
+def test_the_suite_runs_with_xdist_disabled():
+    """pyproject's addopts pass --dist loadgroup; with -p no:xdist the root conftest accepts it."""
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider", "-q",
+                          "--collect-only", "tests/test_verdict.py"], cwd=root, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0 and "unrecognized arguments" not in out.stderr, out.stdout[-2000:] + out.stderr[-2000:]

@@ -92,17 +92,30 @@ def test_ablation_figures(pythia, olmo):
     assert (round(100 * p.random_top1, 2), round(100 * o.random_top1, 2)) == (0.55, 1.35)
 
 
-def test_every_claim_the_paper_makes_for_them_holds():
+#: The published panel's verdicts in the shared vocabulary (docs/statistics.md). Nothing fails; two
+#: claims pass only at the point estimate: OLMo's F3 (11.5x, but the revision grid allows [5.09, 26.4])
+#: and Pythia's causal check (circuit 5 vs matched-random 11 of 2000: one-sided Fisher p = 0.105).
+PUBLISHED_VERDICTS = {
+    "pythia-1b": {"F1": "holds", "F2": "holds", "F3": "not_applicable", "F4": "holds", "F5": "holds",
+                  "causal": "consistent_not_established"},
+    "olmo-1b": {"F1": "holds", "F2": "holds", "F3": "consistent_not_established", "F4": "holds", "F5": "holds",
+                "causal": "holds"},
+}
+
+
+def test_the_published_verdicts_in_the_vocabulary():
     panel = load_panel("published")
     for m in panel.models:
         verdicts = judge_model(load_published(m.repo), m.expect, m.total_tokens)
-        expected_na = set() if m.expect.dclm else {"F3"}
-        for claim, v in verdicts.items():
-            if claim in expected_na:
-                assert v.holds is None, (m.name, claim, v.message)
-            else:
-                assert v.holds is True, (m.name, claim, v.message)
+        assert {c: v.status.value for c, v in verdicts.items()} == PUBLISHED_VERDICTS[m.name], m.name
         assert verdicts["causal"].details.circuit_matches_screen, verdicts["causal"]
+        assert verdicts["causal"].details.counts_reconstructed  # rates x N = 2000: the message says so
+    entry = panel.model("olmo-1b")
+    olmo = judge_model(load_published(entry.repo), entry.expect)
+    assert olmo["F3"].figure.interval == pytest.approx((117 / 23, 264 / 10), abs=1e-3)
+    # F1's margin shows: OLMo step2000 L1_H1 at 28.1x against the 30x bar, a published mean
+    assert olmo["F1"].figure.value == pytest.approx(28.1, abs=0.05) and olmo["F1"].margin == pytest.approx(1.9, abs=0.05)
+    assert olmo["F1"].figure.method == "no interval: published means" and olmo["F1"].details.peak_head == "L1_H1"
 
 
 def test_f4_reports_the_paper_table_beside_the_computed_number(pythia, olmo):
@@ -115,6 +128,12 @@ def test_f4_reports_the_paper_table_beside_the_computed_number(pythia, olmo):
     assert o.computed.tokens == 23e9 and o.paper_table.revision == "step5000-tokens10B"
     assert round(o.paper_table.recall_there, 3) == 0.333 and o.paper_table.reproduced is False
     assert round(100 * o.paper_table.fraction_of_total, 1) == 0.3
+    # The paper's number is the other reading: heads at intermediate revisions counted at the 30x
+    # label threshold, the final circuit at 50x (at 10B L2_H11 and L4_H12 pass 30x, only L2_H11 50x).
+    assert o.intermediate.revision == "step5000-tokens10B" and o.intermediate.found == ("L2_H11", "L4_H12")
+    assert o.paper_table.reproduced_by == ("intermediate 30x",) and o.reproduces == "the intermediate 30x reading"
+    assert o.computed.fraction_interval == pytest.approx((10 / 3048, 23 / 3048), abs=1e-6)
     p = judge_f4(pythia, Expectations(paper_f4_tokens=6.3e9))
     assert p.details.paper_table.revision == "step3000" and p.details.paper_table.reproduced is True
+    assert p.details.paper_table.reproduced_by == ("uniform 50x", "intermediate 30x")
     assert judge_f4(olmo, Expectations(paper_f4_tokens=10e9)).holds and p.holds  # the claim (within 2.5%) survives either way

@@ -20,9 +20,11 @@ from headwatch.claims import synthetic as S
 from headwatch.claims.figures import ablation_figure, bos_figure, label_grid_figure, model_figures, pr_figure
 from headwatch.claims.html_report import classify, disagrees, outcome_of
 from headwatch.claims.judge import CLAIMS, judge_model
-from headwatch.claims.report_data import FAILS, HOLDS, MISSING, NA, XFAIL, XPASS, ModelReport, verdict_cell
+from headwatch.claims.report_data import (
+    CONSISTENT, FAILS, HOLDS, MISMATCH, MISSING, NA, NOT_JUDGED, XFAIL, XPASS, ModelReport, verdict_cell,
+)
 from headwatch.claims.report_render import fragment
-from headwatch.spec import Expectations
+from headwatch.spec import Deviation, Expectations
 
 ROOT = Path(__file__).resolve().parent.parent
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -87,11 +89,11 @@ def test_cells_of_the_healthy_trajectory_hold_with_key_numbers():
     r = _report(S.healthy())
     cells = {c: verdict_cell(c, r) for c in CLAIMS}
     assert {c.status for c in cells.values()} == {HOLDS}
-    assert cells["F1"].key == "0 of 8 heads"  # 2 layers x 4 heads in the planted model
-    assert cells["F3"].key == "20x"  # t_bos50 2e10 / t_induction 1e9
+    assert cells["F1"].key == "0 of 8 heads; max 1x"  # 2 layers x 4 heads in the planted model
+    assert cells["F3"].key == "100x [20, 1000]"  # t_bos50 1e11 / t_induction 1e9; grid (2e10/1e9, 1e11/1e8)
     assert cells["F4"].key.startswith("67% at 0.1")
-    assert cells["F5"].key == "3 of 3 heads"
-    assert cells["causal"].key.startswith("4.0% of base")
+    assert cells["F5"].key == "3 of 3 heads (null 7%)"  # A, B elevated by their crossing (2/32), C with A, B (3/32)
+    assert cells["causal"].key == "4.0% of base (rand 80.0%, p=5.1e-20)"  # 4 vs 80 of 2000
 
 
 @pytest.mark.parametrize("control", list(S.NEGATIVE_CONTROLS.values()), ids=lambda c: c.name)
@@ -102,9 +104,13 @@ def test_cells_of_negative_controls_fail(control):
 
 def test_declared_deviation_cells():
     recs = S.NEGATIVE_CONTROLS["circuit_only_at_end"].records()
-    failing = _report(recs, replace(S.HEALTHY_EXPECT, xfail={"F4": "known"}))
+    known = {"F4": Deviation("known", key=(0.9, 1.0))}
+    failing = _report(recs, replace(S.HEALTHY_EXPECT, xfail=known))
     assert verdict_cell("F4", failing).status == XFAIL
-    gone = _report(S.healthy(), replace(S.HEALTHY_EXPECT, xfail={"F4": "known"}))
+    otherwise = _report(recs, replace(S.HEALTHY_EXPECT, xfail={"F4": Deviation("known", key=(0.1, 0.5))}))
+    assert verdict_cell("F4", otherwise).status == MISMATCH
+    assert "expects key in [0.1, 0.5]; measured key 1" in verdict_cell("F4", otherwise).message
+    gone = _report(S.healthy(), replace(S.HEALTHY_EXPECT, xfail=known))
     assert verdict_cell("F4", gone).status == XPASS
     not_dclm = _report(S.healthy(), Expectations(bos_shape="ramp"))
     assert verdict_cell("F3", not_dclm).status == NA and verdict_cell("F3", not_dclm).key.endswith("(not DCLM)")
@@ -187,13 +193,14 @@ def test_claims_html_has_the_verdict_table_and_every_figure(claims_html):
     p.feed(text)
     assert {"headwatch-verdicts", "headwatch-environment"} <= p.ids
     assert set(p.cells) == {(c, m) for c in CLAIMS for m in PUBLISHED_MODELS}
-    assert p.cells[("F3", "olmo-1b")] == HOLDS and p.cells[("F3", "pythia-1b")] == NA
+    assert p.cells[("F3", "olmo-1b")] == CONSISTENT and p.cells[("F3", "pythia-1b")] == NA
     for m in PUBLISHED_MODELS:
         for name in FIGURE_NAMES:
             _png_size(p.figures[f"{m}/{name}"])
     # the verdict table opens the report: before pytest-html's own environment table and test list
     assert text.index('id="headwatch-verdicts"') < text.index('id="results-table"')
-    assert "11.5x" in text and "0 of 32 heads" in text
+    assert "11.5x [5.09, 26.4]" in text and "0 of 32 heads; max 28.1x" in text
+    assert 'data-grid="olmo-1b"' in text and "Sink<sub>1</sub>" in text  # sensitivity grid, sinks two ways
 
 
 def test_claims_html_is_self_contained_and_small(claims_html):
@@ -227,7 +234,9 @@ def test_report_cli_writes_figures_csv_and_json(tmp_path):
     rows = list(csv.DictReader(open(tmp_path / "summary.csv", encoding="utf-8")))
     assert len(rows) == len(CLAIMS) * len(PUBLISHED_MODELS)
     olmo_f3 = next(r for r in rows if r["model"] == "olmo-1b" and r["claim"] == "F3")
-    assert olmo_f3["status"] == HOLDS and olmo_f3["key"] == "11.5x"
+    assert olmo_f3["status"] == CONSISTENT and olmo_f3["key"] == "11.5x [5.09, 26.4]"
+    assert olmo_f3["interval"] == "[5.09, 26.4]" and olmo_f3["interval_method"].startswith("revision grid")
+    assert olmo_f3["robust"] == "False"  # at the 30x induction threshold F3 is established, at 100x it fails
     olmo_causal = next(r for r in rows if r["model"] == "olmo-1b" and r["claim"] == "causal")
     assert olmo_causal["key"].endswith("\u2020")  # the author's control is matched to the top-45 set
     summary = json.loads((tmp_path / "summary.json").read_text())
@@ -288,7 +297,10 @@ def test_report_cli_reads_the_measurement_cache(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     for m in ids:
         assert summary["models"][m]["missing"] == [] and len(summary["models"][m]["revisions"]) >= 5
-        assert summary["models"][m]["verdicts"]["F5"]["status"] == "holds"
+        # the planted organisms copy at top-1 0.05, below the panel's formation floor (0.1): not judged
+        verdicts = summary["models"][m]["verdicts"]
+        assert verdicts["formation"]["status"] == "fails" and "top-1 0.05" in verdicts["formation"]["message"]
+        assert verdicts["F5"]["status"] == "not_judged" and verdicts["F5"]["message"].startswith("not judged")
         for name in FIGURE_NAMES:
             _png_size((out / m / f"{name}.png").read_bytes())
     size = (out / "report.html").stat().st_size

@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import random
+from fractions import Fraction
 
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from headwatch.claims import trajectory as T
@@ -89,33 +90,64 @@ def test_series_shape_examples():
 
 series_st = st.lists(st.floats(0, 1, allow_nan=False), min_size=2, max_size=12)
 
+#: Series on a dyadic grid (k / 2^10, as BOS fractions are k / n_heads for power-of-two head counts)
+#: and positive affine maps with dyadic scale and shift: every mapped value is exact in binary
+#: floating point, so the map itself loses nothing and the property can be asserted with no
+#: exclusions, ties at the step share included.
+dyadic_series_st = st.lists(st.integers(0, 2**10).map(lambda k: k / 2**10), min_size=2, max_size=12)
+dyadic_scale_st = st.integers(1, 2**8).map(lambda k: k / 2**4)  # (0, 16]
+dyadic_shift_st = st.integers(-2**8, 2**8).map(lambda k: k / 2**6)  # [-4, 4]
+
+
+@FAST
+@given(dyadic_series_st, dyadic_scale_st, dyadic_shift_st)
+def test_series_shape_is_invariant_to_positive_affine_maps(values, scale, shift):
+    """The shape is decided on exact rationals (claims/trajectory.py), so a positive affine image that
+    is itself exact has the same shape, always. (The old property mapped arbitrary floats: then the
+    map's own rounding destroys information, e.g. [0, 1, 1.1e-36] + 1 = [1, 2, 1], a rise that no
+    longer exists; no rule can be invariant to that, and an `assume` only hid it.)"""
+    mapped = [scale * v + shift for v in values]
+    assert all(Fraction(m) == Fraction(scale) * Fraction(v) + Fraction(shift) for m, v in zip(mapped, values))
+    a, b = T.series_shape(values), T.series_shape(mapped)
+    assert a.shape == b.shape and a.rise_at == b.rise_at
+    assert a.share == b.share  # the same rational, rounded once
+
 
 @FAST
 @given(series_st, st.floats(0.1, 10), st.floats(-1, 1))
-def test_series_shape_is_invariant_to_positive_affine_maps(values, scale, shift):
-    a = T.series_shape(values)
-    b = T.series_shape([scale * v + shift for v in values])
-    # Rises far below float resolution vanish under the shift (0 -> 1e-87 becomes 1.0 -> 1.0: found
-    # by hypothesis), and so does the share; the claim is about rises the data can represent.
-    assume(all(abs(x - y) > 1e-6 or x == y for x, y in zip(values, values[1:])))
-    # ... and so does a total rise below it ([0, 1, 2e-28] is a step; shifted by 1 it is flat).
-    assume(abs(values[-1] - values[0]) > 1e-6 or values[-1] == values[0])
-    if a.share is not None and abs(a.share - 0.5) > 1e-6:  # away from the rounding edge
-        assert a.shape == b.shape
+def test_series_shape_of_rounded_affine_images_follows_their_exact_values(values, scale, shift):
+    """Arbitrary floats: the rule is exact on the numbers it is given, so the shape of a rounded
+    image is the shape of that image's exact values, never a rounding artefact of the rule."""
+    mapped = [scale * v + shift for v in values]
+    exact = [Fraction(m) for m in mapped]
+    total = exact[-1] - exact[0]
+    res = T.series_shape(mapped)
+    if total <= 0:
+        assert res.shape == "flat"
+    else:
+        largest = max(exact[i] - exact[i - 1] for i in range(1, len(exact)))
+        assert res.shape == ("step" if largest / total >= Fraction(0.5) else "ramp")
 
 
 @FAST
 @given(series_st)
 def test_series_shape_definition(values):
     res = T.series_shape(values)
-    rises = [values[i] - values[i - 1] for i in range(1, len(values))]
-    total = values[-1] - values[0]
+    exact = [Fraction(v) for v in values]
+    rises = [exact[i] - exact[i - 1] for i in range(1, len(exact))]
+    total = exact[-1] - exact[0]
     if total <= 0:
         assert res.shape == "flat"
     else:
-        assert res.largest_rise == pytest.approx(max(rises))
-        assert res.shape == ("step" if max(rises) >= 0.5 * total else "ramp")
-        assert 0 < res.share <= 1 + 1e-9 or max(rises) > total
+        assert res.largest_rise == float(max(rises))
+        assert res.shape == ("step" if max(rises) >= total / 2 else "ramp")
+        assert 0 < res.share <= 1 or max(rises) > total
+
+
+def test_series_shape_ties_at_the_step_share_are_steps():
+    assert T.series_shape([0, 0.25, 0.5]).shape == "step"  # exactly half the rise in one step
+    assert T.series_shape([0.1, 0.2, 0.3]).shape == "step"  # 0.2 - 0.1 is a hair above half of 0.3 - 0.1 in binary
+    assert T.series_shape([0, 0.5, 1.0], step_share=0.5000001).shape == "ramp"
 
 
 # ---- milestones --------------------------------------------------------------------------------
@@ -154,8 +186,11 @@ def test_milestones_on_the_healthy_trajectory():
     recs = healthy()
     assert T.t_induction(recs).revision == "step1"
     assert T.t_induction(recs, min_heads=4).point is None
-    assert T.t_bos50(recs).revision == "step4"
-    assert T.induction_bos_separation(recs).ratio == pytest.approx(2e10 / 1e9)
+    assert T.t_bos50(recs).revision == "step5" and T.t_bos50(recs).before.revision == "step4"
+    sep = T.induction_bos_separation(recs)
+    assert sep.ratio == pytest.approx(1e11 / 1e9)
+    assert sep.bounds == pytest.approx((2e10 / 1e9, 1e11 / 1e8))  # (b0 / i1, b1 / i0] on the grid
+    assert T.t_induction(recs).bracket == (1e8, 1e9)
     assert T.bos_fraction_series(recs) == list(HEALTHY["bos_fractions"])
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -32,7 +33,33 @@ def test_status_mapping_and_outcomes_are_total():
     assert [Status.of(x) for x in (True, False, None)] == [Status.HOLDS, Status.FAILS, Status.NOT_APPLICABLE]
     assert set(PYTEST_OUTCOME) == set(Status)  # one place decides every status's pytest outcome
     assert {s.value for s in Status} == {"holds", "holds_vacuously", "consistent_not_established", "fails",
-                                         "not_applicable"}
+                                         "not_applicable", "not_judged"}
+    # never a plain pass unless the claim holds; "not judged" and "consistent, not established" skip
+    assert {s for s, o in PYTEST_OUTCOME.items() if o == "pass"} == {Status.HOLDS, Status.HOLDS_VACUOUSLY}
+    assert PYTEST_OUTCOME[Status.NOT_JUDGED] == PYTEST_OUTCOME[Status.CONSISTENT_NOT_ESTABLISHED] == "skip"
+    assert [s.holds for s in (Status.CONSISTENT_NOT_ESTABLISHED, Status.NOT_JUDGED)] == [None, None]
+
+
+def test_skip_reasons_start_with_the_status_in_words():
+    from headwatch.claims.check import skip_reason
+    from headwatch.claims.judge import judge_formation, judge_model, not_judged
+
+    never = S.healthy(induction_sets=((),) * 7)
+    formation = judge_formation(never, S.FORMATION_EXPECT)
+    withheld = not_judged(judge_model(never)["F4"], formation)
+    assert skip_reason("F4", "m", withheld).startswith("not judged: organism did not form: did not form as declared: 0 heads")
+    consistent = judge_model(S.healthy(ablations=S.Ablations(baseline=0.0405, circuit=0.0025, random=0.0055)))["causal"]
+    assert skip_reason("causal", "m", consistent).startswith("consistent, not established: causal for m:")
+
+
+def test_formation_and_declared_deviations_survive_the_json_form():
+    from headwatch.spec import Deviation
+
+    expect = replace(S.FORMATION_EXPECT, xfail={"F4": Deviation("r", key=(0.1, 0.2), heads=("L3_H0",))})
+    for records in (S.healthy(), S.healthy(induction_sets=((),) * 7)):
+        for claim, v in judge_model(records, expect).items():
+            back = Verdict.from_dict(json.loads(json.dumps(v.to_dict(), allow_nan=False)))
+            assert back == v, claim
 
 
 def test_margins_sit_on_the_holding_side_when_a_claim_holds():

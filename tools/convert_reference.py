@@ -480,6 +480,10 @@ def _model_records(
             n_pr=trajectory.n_examples if trajectory else ProbeSettings.n_pr,
             label_threshold=s.label_threshold,
             ablation=False,
+            # The author's files give means only: no bootstrap, no Sink_1^eps (the verdicts say
+            # "no interval: published means").
+            n_bootstrap=0,
+            sink_examples=0,
         )
         records.append(
             MeasurementRecord(
@@ -610,6 +614,9 @@ def provenance_markdown(
         "  top-45 set ranked by PR integral, not to the induction circuit as docs/SPEC.md §4 defines it. The causal",
         "  verdict on these records says so.",
         "- Not converted: `*_phase1_features.json` (integral, final/max/min PR per head: derived from `pr`).",
+        "- Means only: the author's files carry no per-example data, so the records have no intervals",
+        "  (`intervals` null, `settings.n_bootstrap` 0; verdicts say \"no interval: published means\") and",
+        "  top-1 as rates; the causal check's exact tests reconstruct counts as rate x N (N = 2000) and say so.",
         "",
         "## Records",
         "",

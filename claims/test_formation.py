@@ -1,0 +1,84 @@
+"""Formation: a model organism shows what its panel declares (``[models.expect.formation]``) before
+any claim is judged on it (issue 11): enough induction heads at the final revision, none at the
+first, t_induction inside the declared window, top-1 above the declared floor.
+
+Runs first (headwatch/plugin.py orders it before the claim tests), once per selected model that
+declares formation. An organism that did not form fails red with the measured numbers (heads and
+selectivities with intervals, t_induction on the grid, final top-1, the training numeric path when
+the records carry it); its claims are then "not judged" (claims/check.py), never passed.
+Negative controls: planted trajectories that never form, form too late, form at step 0, or copy
+badly.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from headwatch.claims.check import report
+from headwatch.claims.judge import judge_formation, judge_model
+from headwatch.claims.synthetic import A, B, C, D, FORMATION_EXPECT, Ablations, healthy
+from headwatch.claims.verdict import Status
+from headwatch.spec import CLAIMS, Formation, FormationWindow
+
+#: The plugin runs this module's model tests only for models whose panel declares formation.
+headwatch_models = ("declares [models.expect.formation]", lambda m: m.expect.formation is not None)
+
+
+def test_organism_formed_as_declared(record_property, model_entry, model_records):
+    verdict = judge_formation(model_records, model_entry.expect, model_entry.total_tokens)
+    report(record_property, "formation", verdict.details)
+    assert verdict.status is Status.HOLDS, f"formation fails for {model_entry.id}: {verdict.message}"
+
+
+# ---- negative controls ------------------------------------------------------------------------
+
+NEVER = ((),) * 7
+CONTROLS = {
+    "never_forms": (dict(induction_sets=NEVER), "0 heads"),
+    "forms_too_late": (dict(induction_sets=((),) * 6 + ((A, B, C),)), "t_induction step6"),
+    "formed_at_step0": (dict(induction_sets=((A, B, C),) * 7), "already at the first revision"),
+    "copies_badly": (dict(ablations=Ablations(baseline=0.01, circuit=0.001, random=0.009)), "top-1 0.01"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONTROLS))
+def test_negative_control_formation_fails(name):
+    overrides, shown = CONTROLS[name]
+    verdict = judge_formation(healthy(**overrides), FORMATION_EXPECT)
+    assert verdict.status is Status.FAILS, f"{name}: formation judged to hold ({verdict.message})"
+    assert verdict.message.startswith("did not form as declared") and shown in verdict.message, verdict.message
+
+
+def test_negative_control_claims_on_an_organism_that_did_not_form_are_not_judged():
+    """Every claim is "not judged" (never a pass) when formation fails, and keeps its measurement."""
+    verdicts = judge_model(healthy(induction_sets=NEVER), FORMATION_EXPECT)
+    assert verdicts["formation"].status is Status.FAILS
+    for claim in CLAIMS:
+        v = verdicts[claim]
+        assert v.status is Status.NOT_JUDGED and v.holds is None, (claim, v.status)
+        assert v.message.startswith("not judged: organism did not form: did not form as declared: 0 heads")
+        assert "measured anyway" in v.message
+
+
+def test_formation_window_in_training_fractions():
+    """formed_within as a fraction of training: the healthy circuit forms at 1e9 of 1e12 tokens (0.1%)."""
+    inside = dataclasses.replace(FORMATION_EXPECT, formation=Formation(formed_within=FormationWindow(fraction=(0.0005, 0.002))))
+    outside = dataclasses.replace(FORMATION_EXPECT, formation=Formation(formed_within=FormationWindow(fraction=(0.01, 0.5))))
+    assert judge_formation(healthy(), inside).status is Status.HOLDS
+    v = judge_formation(healthy(), outside)
+    assert v.status is Status.FAILS and "within 1%-50% of training" in v.message
+
+
+def test_formation_message_carries_the_training_numeric_path():
+    recs = healthy(induction_sets=NEVER)
+    recs[-1].provenance["training"] = {"ATEN_CPU_CAPABILITY": "avx512", "threads": 1}
+    v = judge_formation(recs, FORMATION_EXPECT)
+    assert "avx512" in v.message and v.details.training == {"ATEN_CPU_CAPABILITY": "avx512", "threads": 1}
+
+
+def test_healthy_trajectory_forms():
+    verdict = judge_formation(healthy(), FORMATION_EXPECT)
+    assert verdict.status is Status.HOLDS and verdict.details.n_heads_final == 3, verdict.message
+    assert verdict.details.t_induction.revision == "step1" and not verdict.details.unmet
+    assert D not in verdict.details.heads_final  # D is an early-only head

@@ -1,0 +1,116 @@
+"""headwatch/stats.py and probes/intervals.py: the exact intervals and tests, and the bootstrap."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats as scipy_stats
+
+from headwatch.probes.intervals import record_intervals, selectivity_replicates
+from headwatch.probes.record import HEAD_CLASSES, TaskMetrics
+from headwatch.probes.selectivity import SelectivityAccumulator
+from headwatch.stats import (
+    bootstrap_weights, clopper_pearson, count_from_rate, fisher_less, percentile_interval,
+)
+
+
+@pytest.mark.parametrize("k, n", [(0, 2000), (5, 2000), (1715, 2000), (2000, 2000), (3, 7)])
+def test_clopper_pearson_is_scipys_exact_interval(k, n):
+    expected = scipy_stats.binomtest(k, n).proportion_ci(0.95, method="exact")
+    assert clopper_pearson(k, n) == pytest.approx((expected.low, expected.high), rel=1e-9, abs=1e-12)
+
+
+def test_clopper_pearson_refuses_impossible_counts():
+    with pytest.raises(ValueError, match="0 <= k <= n"):
+        clopper_pearson(3, 2)
+
+
+def test_fisher_less_is_one_sided():
+    # Pythia's published ablation: circuit 5 vs matched random 11 of 2000
+    assert fisher_less(5, 2000, 11, 2000) == pytest.approx(0.1046, abs=1e-4)
+    assert fisher_less(11, 2000, 5, 2000) > 0.9  # the other direction is not evidence
+    assert fisher_less(1, 2000, 27, 2000) < 1e-6
+
+
+def test_count_from_rate():
+    assert count_from_rate(0.0005000000237487257, 2000) == 1  # a float32 rate from the author's files
+    assert count_from_rate(0.0405, 2000) == 81
+    with pytest.raises(ValueError, match="not a count over N = 2000"):
+        count_from_rate(0.00123, 2000)
+
+
+def test_bootstrap_weights_are_seeded_resamples():
+    w = bootstrap_weights(50, 200, seed=3)
+    assert w.shape == (200, 50) and (w.sum(1) == 50).all()
+    assert np.array_equal(w, bootstrap_weights(50, 200, seed=3))
+    assert not np.array_equal(w, bootstrap_weights(50, 200, seed=4))
+
+
+def test_discrete_percentile_bounds_are_values_taken():
+    reps = np.array([2.0, 3, 3, 3, 3, 3, 3, 3, 3, 4] * 10)
+    lo, hi = percentile_interval(reps, discrete=True)
+    assert (lo, hi) == (2.0, 4.0)
+
+
+def _random_attention(n=64, L=2, H=3, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    values = torch.rand(n, len(HEAD_CLASSES), L, H, generator=g, dtype=torch.float64)
+    baseline = torch.rand(n, L, H, generator=g, dtype=torch.float64) * 0.1 + 0.01
+    valid = torch.rand(n, generator=g) > 0.2
+    return values.numpy(), baseline.numpy(), valid.numpy()
+
+
+def test_a_resample_of_every_example_once_is_the_screens_own_selectivity():
+    """The bootstrap recomputes exactly what SelectivityAccumulator computes (valid-only classes too)."""
+    values, baseline, valid = _random_attention()
+    reps = selectivity_replicates(values, baseline, valid, np.ones((1, len(valid))))
+    sums = {c: values[:, i].sum(0) if c not in ("induction", "duplicate-token") else values[valid, i].sum(0)
+            for i, c in enumerate(HEAD_CLASSES)}
+    for i, c in enumerate(HEAD_CLASSES):
+        n = valid.sum() if c in ("induction", "duplicate-token") else len(valid)
+        expected = (sums[c] / n) / (baseline.sum(0) / len(valid))
+        assert np.allclose(reps[0, i], expected, rtol=1e-12), c
+
+
+def test_the_screen_keeps_per_example_attention_only_when_asked():
+    rows = torch.rand(4, 2, 3, 30, dtype=torch.float64)
+    ab, valid = torch.tensor([20, 21, 22, 23]), torch.tensor([True, True, False, True])
+    plain = SelectivityAccumulator(2, 3, 30, np.array([5, 6]))
+    plain.update(rows, ab, valid)
+    with pytest.raises(ValueError, match="keep_examples=True"):
+        plain.examples()
+    kept = SelectivityAccumulator(2, 3, 30, np.array([5, 6]), keep_examples=True)
+    kept.update(rows, ab, valid)
+    values, baseline, v = kept.examples()
+    reps = selectivity_replicates(values, baseline, v, np.ones((1, 4)))
+    table = kept.selectivity()
+    for i, c in enumerate(HEAD_CLASSES):  # float32 per-example copies: agree to float32 precision
+        assert reps[0, i, 1, 2] == pytest.approx(table["L1_H2"][c], rel=1e-5), c
+
+
+def test_bootstrap_intervals_cover_a_known_ratio_of_means():
+    """Coverage check on data with a known answer: ratio of two exponential means (true value 2)."""
+    rng = np.random.default_rng(11)
+    covered = 0
+    trials = 100
+    for t in range(trials):
+        x = rng.exponential(2.0, size=(400, len(HEAD_CLASSES), 1, 1))
+        base = rng.exponential(1.0, size=(400, 1, 1))
+        reps = selectivity_replicates(x, base, np.ones(400, bool), bootstrap_weights(400, 300, seed=t))
+        lo, hi = percentile_interval(reps[:, 0, 0, 0])
+        covered += lo <= 2.0 <= hi
+    assert 0.88 <= covered / trials <= 1.0, covered
+
+
+def test_record_intervals_of_counts_and_bootstrap():
+    values, baseline, valid = _random_attention()
+    task = TaskMetrics(1.0, 0.25, 0.5, 1.0, n=64, top1_count=16)
+    iv = record_intervals(values, baseline, valid, task=task, ablations={"induction_circuit": task},
+                          n_resamples=200, seed=0, level=0.95, induction_threshold=1.0, bos_threshold=1.0)
+    assert iv.task_top1 == pytest.approx(clopper_pearson(16, 64)) and set(iv.ablation_top1) == {"induction_circuit"}
+    assert set(iv.selectivity) == {"L0_H0", "L0_H1", "L0_H2", "L1_H0", "L1_H1", "L1_H2"}
+    lo, hi = iv.induction_heads
+    assert 0 <= lo <= hi <= 6 and float(lo).is_integer() and float(hi).is_integer()
+    exact_only = record_intervals(values, baseline, valid, task=task, ablations={}, n_resamples=0, seed=0,
+                                  level=0.95, induction_threshold=1.0, bos_threshold=1.0)
+    assert exact_only.selectivity == {} and exact_only.bos_fraction is None and "selectivity" not in exact_only.methods
