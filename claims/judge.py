@@ -346,6 +346,13 @@ def judge_model(records: Sequence[MeasurementRecord], expect: Expectations = _NO
     return {claim: v.declare(expect.declared(claim)) for claim, v in out.items()}
 
 
+def surprises(verdicts: dict[str, Verdict]) -> int:
+    """Verdicts that contradict the panel: a claim fails that it did not declare, or a declared known
+    deviation did not occur. Either makes ``headwatch judge`` and ``report`` exit 1."""
+    return sum(1 for v in verdicts.values()
+               if (v.holds is False and not v.declared_deviation) or (v.holds is True and v.declared_deviation))
+
+
 def status_word(verdict: Verdict) -> str:
     """One word for a verdict on a terminal: holds / FAILS / n/a, with declared deviations marked."""
     holds = verdict.holds

@@ -1,12 +1,10 @@
 """``headwatch judge``: the verdicts it prints and writes are the claim tests' judge's."""
 from __future__ import annotations
 
-import argparse
 import json
 
 import pytest
 
-from headwatch.claims import judge_cli
 from headwatch.claims.judge import CLAIMS, judge_model
 from headwatch.claims.synthetic import NEGATIVE_CONTROLS, healthy
 from headwatch.claims.verdict import Verdict
@@ -21,9 +19,10 @@ def write_records(records_by_model, dest) -> None:
 
 
 def judge(*argv: str) -> int:
-    parser = argparse.ArgumentParser()
-    judge_cli.add_arguments(parser)
-    return judge_cli.run(parser.parse_args(list(argv)))
+    """``headwatch judge ARGV`` as a user runs it (exit codes included)."""
+    from headwatch.cli import main
+
+    return main(["judge", *argv])
 
 
 def test_published_panel_verdicts_json(tmp_path, capsys):
