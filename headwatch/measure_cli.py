@@ -98,11 +98,12 @@ def resolve(args: argparse.Namespace) -> loading.ResolvedRevision:
 
 
 def run(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)  # the checks that need nothing come before any heavy import
+    out = check_output_file(args.out, "--out")  # None: stdout
+
     from headwatch.fixtures import preflight
     from headwatch.probes.measure import measure  # deferred: torch and transformers
 
-    settings = settings_from_args(args)
-    out = check_output_file(args.out, "--out")  # None: stdout
     device = loading.pick_device(args.device)
     resolved = resolve(args)
     preflight.check_before_load(resolved, settings, offline=resolved.kind != "hub",
