@@ -671,6 +671,19 @@ def judge_model(records: Sequence[MeasurementRecord], expect: Expectations = _NO
     return {FORMATION: formation, **out}
 
 
+def surprises(verdicts: dict[str, Verdict]) -> int:
+    """Verdicts that are news against the panel: a failure it did not declare, a declared deviation
+    that did not occur, or one that occurred differently from its declaration (key range, revisions
+    or heads). Any makes ``headwatch judge`` and ``report`` exit 1."""
+    def news(v: Verdict) -> bool:
+        declared = v.declared_deviation
+        if v.status is Status.FAILS:
+            return declared is None or not check_deviation(v, declared).matches
+        return declared is not None and v.holds is True
+
+    return sum(1 for v in verdicts.values() if news(v))
+
+
 def status_word(verdict: Verdict) -> str:
     """A verdict's status in words for a terminal, with declared deviations marked."""
     word = verdict.status.words

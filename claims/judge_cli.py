@@ -9,25 +9,30 @@ a folder is matched to its panel entry (repo id, short name or folder name:
 tokens seen of records that lack them; an unmatched model is judged with none (shape and DCLM
 claims then say n/a), and must carry its tokens. The verdicts are :func:`headwatch.claims.judge.judge_model`'s, the same the claim tests
 assert; ``--json`` writes each as :meth:`headwatch.claims.verdict.Verdict.to_dict`.
+
+Nothing is trained or downloaded unless ``--train-missing`` says so: an organism that is not
+trained, or a Hub checkpoint that is not in the local Hub cache, is listed with the command that
+fills it, and the command exits 2 after judging the rest.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import logging
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
-from headwatch.fixtures.cache import CacheError
-from headwatch.fixtures.loading import LoadingError
-from headwatch.fixtures.panels import PanelError, available_panels, load_panel
-from headwatch.fixtures.provider import Provider, ProviderOptions
-from headwatch.fixtures.reference import MissingTokensError, ReferenceFormatError, fill_tokens, folder_matches, load_record_folders
+from headwatch.files import check_output_file, write_json_atomic
+from headwatch.fixtures.loading import NotInCache
+from headwatch.fixtures.panels import available_panels, load_panel
+from headwatch.fixtures.provider import OrganismNotTrained, Provider, ProviderOptions
+from headwatch.fixtures.reference import fill_tokens, folder_matches, load_record_folders
 from headwatch.names import model_matches, split_list
 from headwatch.paths import default_cache_dir
-from headwatch.probes.record import write_json_atomic
 from headwatch.spec import Expectations
+from headwatch.validation import InputError
 
 log = logging.getLogger("headwatch.judge")
 
@@ -50,17 +55,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "$HEADWATCH_CACHE_DIR, else .cache/headwatch in a checkout, else ~/.cache/headwatch)")
     parser.add_argument("--json", default=None, metavar="OUT",
                         help="write the verdicts to OUT as JSON; '-' writes them to stdout and the verdict "
-                             "lines to stderr (default: no JSON)")
+                             "lines to stderr (default: no JSON). Checked before anything is judged")
+    parser.add_argument("--train-missing", action="store_true",
+                        help="train organisms the organism cache lacks and download Hub checkpoints the Hub cache "
+                             "lacks, then measure them (default: list them with the command that fills them, exit 2)")
 
 
-def _records(args: argparse.Namespace) -> list[tuple[str, list[Any], Any]]:
-    """(repo, records, panel entry or None) of every model to judge, measuring only the selected ones."""
+def fill_command(args: argparse.Namespace) -> str:
+    """This command again, with --train-missing: what fills everything it found missing."""
+    words = ["headwatch", "judge"]
+    for flag, value in (("--panel", args.panel), ("--cache-dir", args.cache_dir)):
+        if value:
+            words += [flag, value]
+    if args.models:
+        words += ["--models", *args.models]
+    return shlex.join([*words, "--train-missing"])
+
+
+def _records(args: argparse.Namespace) -> tuple[list[tuple[str, list[Any], Any]], list[str]]:
+    """(repo, records, panel entry or None) of every model to judge, measuring only the selected
+    ones; and a line for each model whose checkpoints are missing (not trained, not downloaded)."""
     wanted = split_list(args.models)
 
     def is_wanted(repo: str, entry: Any) -> bool:
         return not wanted or any(entry.matches(w) if entry is not None else model_matches(w, repo) for w in wanted)
 
     if args.reference_dir:
+        if not Path(args.reference_dir).is_dir():
+            raise InputError(f"--reference-dir {args.reference_dir} is not a folder")
         names = [args.panel] if args.panel else [DEFAULT_PANEL] + [p for p in available_panels() if p != DEFAULT_PANEL]
         entries = [m for name in names for m in load_panel(name).models]
         out = []
@@ -72,52 +94,41 @@ def _records(args: argparse.Namespace) -> list[tuple[str, list[Any], Any]]:
             if entry is None:
                 log.warning("note: %s is in no panel; judged without expectations", folder.model)
             out.append((repo, fill_tokens(folder.records, entry, where=str(folder.folder)), entry))
-        return out
+        return out, []
     cache_dir = Path(args.cache_dir).expanduser().resolve() if args.cache_dir else default_cache_dir()
-    provider = Provider(ProviderOptions(cache_dir=cache_dir))
-    return [(m.repo, provider.model_records(m), m) for m in load_panel(args.panel or DEFAULT_PANEL).models
-            if is_wanted(m.repo, m)]
-
-
-def unexpected(verdict: Any) -> bool:
-    """Whether a verdict is news against the panel: a failure it did not declare, a declared
-    deviation that did not occur, or one that occurred differently from its declaration."""
-    from .verdict import Status, check_deviation
-
-    declared = verdict.declared_deviation
-    if verdict.status is Status.FAILS:
-        return declared is None or not check_deviation(verdict, declared).matches
-    return declared is not None and verdict.holds is True
+    # Without --train-missing: nothing is trained, and Hub checkpoints resolve from the local cache only.
+    provider = Provider(ProviderOptions(cache_dir=cache_dir, train_missing=args.train_missing,
+                                        offline=None if args.train_missing else True))
+    out, missing = [], []
+    for m in load_panel(args.panel or DEFAULT_PANEL).models:
+        if not is_wanted(m.repo, m):
+            continue
+        try:
+            out.append((m.repo, provider.model_records(m), m))
+        except (OrganismNotTrained, NotInCache) as e:
+            missing.append(f"{m.id}: {e}")
+    return out, missing
 
 
 def run(args: argparse.Namespace) -> int:
     """Print every model's verdicts; 1 if a claim fails that the panel did not declare (or a declared
-    deviation did not occur, or does not match what was measured; or an organism did not form),
-    2 on bad input."""
+    deviation did not occur, or does not match what was measured; or an organism did not form);
+    2 on bad input or when something to judge is missing (listed with the command that fills it)."""
     # Deferred: the judge imports torch (through the probes' head sets); `headwatch judge --help` need not.
-    from .judge import judge_model, status_word
+    from .judge import judge_model, status_word, surprises
 
+    json_path = check_output_file(args.json, "--json") if args.json is not None else None
     to_stdout = args.json == "-"
     out = sys.stderr if to_stdout else sys.stdout
-    if args.reference_dir and not Path(args.reference_dir).is_dir():
-        print(f"error: --reference-dir {args.reference_dir} is not a folder", file=sys.stderr)
-        return 2
-    try:
-        models = _records(args)
-    except (PanelError, ReferenceFormatError, MissingTokensError, LoadingError, CacheError, KeyError,
-            FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    if args.models and not models:
-        print(f"error: none of {args.models} is among the models judged", file=sys.stderr)
-        return 2
+    models, missing = _records(args)
+    if args.models and not models and not missing:
+        raise InputError(f"none of {args.models} is among the models judged")
 
     result: dict[str, Any] = {"models": {}}
-    news = 0
+    unexpected = 0
     for repo, records, entry in models:
         if not records:
-            print(f"error: no measurement records for {repo}", file=sys.stderr)
-            return 2
+            raise InputError(f"no measurement records for {repo}")
         verdicts = judge_model(records, entry.expect if entry else Expectations(),
                                entry.total_tokens if entry else None)
         result["models"][repo] = {claim: v.to_dict() for claim, v in verdicts.items()}
@@ -125,11 +136,19 @@ def run(args: argparse.Namespace) -> int:
               + f": {len(records)} revisions", file=out)
         for claim, v in verdicts.items():  # formation first where declared, then CLAIMS in order
             print(f"  {claim:<9} {status_word(v):<27} {v.key:<34} {v.message}", file=out)
-            news += unexpected(v)
+        unexpected += surprises(verdicts)
+    if missing:
+        result["missing"] = missing
     if to_stdout:
         json.dump(result, sys.stdout, indent=1, allow_nan=False)
         sys.stdout.write("\n")
-    elif args.json:
-        write_json_atomic(args.json, result)
-        log.info("wrote %s", args.json)
-    return 1 if news else 0
+    elif json_path is not None:
+        write_json_atomic(json_path, result)
+        log.info("wrote %s", json_path)
+    if missing:
+        print(f"not judged, {len(missing)} model(s) missing (nothing was trained or downloaded):", file=sys.stderr)
+        for line in missing:
+            print(f"  {line}", file=sys.stderr)
+        print(f"to train and download what is missing, then judge: {fill_command(args)}", file=sys.stderr)
+        return 2
+    return 1 if unexpected else 0

@@ -11,23 +11,28 @@ tests use, and writes into ``--out DIR``::
     DIR/<model>/<figure>.png     bos_fraction, induction_heads, pr_lead, label_grid, ablation
     DIR/report.html              the verdict table and figures as one self-contained page
 
-Revisions not yet measured are listed, not measured: run the claim tests (or ``headwatch measure``).
+Revisions not yet measured are listed with the command that measures them, and the command exits
+2; nothing is trained, downloaded or measured unless ``--train-missing`` says so (then what is
+missing is measured first, training organisms and downloading checkpoints as needed).
+Exit: 0 written, 2 bad input or measurements missing, 3 internal error (headwatch.cli).
 """
 from __future__ import annotations
 
 import argparse
 import csv
+import io
 import logging
-import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
-from headwatch.fixtures.panels import PanelError, load_panel
+from headwatch.files import check_output_dir, write_atomic, write_json_atomic
+from headwatch.fixtures.panels import load_panel
 from headwatch.fixtures.provider import Provider, ProviderOptions
 from headwatch.names import split_list
 from headwatch.paths import default_cache_dir
-from headwatch.probes.record import write_json_atomic
+from headwatch.validation import InputError, argtype
 
 log = logging.getLogger("headwatch.report")
 
@@ -47,13 +52,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="read the records of the models DIR holds from DIR (<model>/<revision>.json, converted "
                              "or written by `headwatch measure --out`) instead of the cache; records without tokens "
                              "take them from the panel (default: none)")
-    parser.add_argument("--n-examples", type=int, default=None, metavar="N",
+    parser.add_argument("--n-examples", type=argtype("n_examples", "--n-examples"), default=None, metavar="N",
                         help="read measurements made with this many examples, as given to pytest --n-examples "
                              "(default: each panel's own)")
     parser.add_argument("--dtype", default=None, choices=["float32", "float16", "bfloat16"],
                         help="read measurements made in this dtype, as given to pytest --dtype (default: each "
                              "panel model's own)")
     parser.add_argument("--no-figures", action="store_true", help="only the CSV and JSON (default: figures too)")
+    parser.add_argument("--train-missing", action="store_true",
+                        help="measure what the cache lacks first, training organisms and downloading checkpoints "
+                             "as needed (default: list it with the command that fills it, exit 2)")
 
 
 def _models(args: argparse.Namespace) -> list[Any]:
@@ -63,11 +71,24 @@ def _models(args: argparse.Namespace) -> list[Any]:
 
 
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["model", "claim", "status"])
-        w.writeheader()
-        w.writerows(rows)
+    text = io.StringIO(newline="")
+    w = csv.DictWriter(text, fieldnames=list(rows[0]) if rows else ["model", "claim", "status"])
+    w.writeheader()
+    w.writerows(rows)
+    write_atomic(path, text.getvalue())
+
+
+def fill_command(args: argparse.Namespace) -> str:
+    """This command again with --train-missing: what measures everything it found missing."""
+    words = ["headwatch", "report", "--out", args.out]
+    for p in args.panel or []:
+        words += ["--panel", p]
+    if args.models:
+        words += ["--models", *args.models]
+    for flag, value in (("--cache-dir", args.cache_dir), ("--n-examples", args.n_examples), ("--dtype", args.dtype)):
+        if value is not None:
+            words += [flag, str(value)]
+    return shlex.join([*words, "--train-missing"])
 
 
 def run(args: argparse.Namespace) -> int:
@@ -77,22 +98,18 @@ def run(args: argparse.Namespace) -> int:
     from .report_data import model_report, summary_rows, verdict_cell
     from .report_render import fragment, standalone_page, versions
 
-    try:
-        models = _models(args)
-    except PanelError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    out = check_output_dir(args.out, "--out")
+    models = _models(args)
     if not models:
-        print(f"error: none of {args.models} is in the panel(s)", file=sys.stderr)
-        return 2
+        raise InputError(f"none of {args.models} is in the panel(s)")
     cache_dir = Path(args.cache_dir).expanduser().resolve() if args.cache_dir else default_cache_dir()
     if args.reference_dir and not Path(args.reference_dir).is_dir():
-        print(f"error: --reference-dir {args.reference_dir} is not a folder", file=sys.stderr)
-        return 2
+        raise InputError(f"--reference-dir {args.reference_dir} is not a folder")
     reader = Provider(ProviderOptions(cache_dir=cache_dir, n_examples=args.n_examples, dtype=args.dtype, progress=False,
                                       reference_dir=args.reference_dir))
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    if args.train_missing:  # measure what the cache lacks (training and downloading as needed) first
+        for m in models:
+            reader.model_records(m)
 
     reports = [model_report(m, reader) for m in models]
     figures = {}
@@ -104,9 +121,7 @@ def run(args: argparse.Namespace) -> int:
         if r.records and not args.no_figures:
             figures[r.id] = model_figures(r.records, r.verdicts, r.id)
             for f in figures[r.id]:
-                p = out / r.id / f"{f.name}.png"
-                p.parent.mkdir(parents=True, exist_ok=True)
-                p.write_bytes(f.png)
+                write_atomic(out / r.id / f"{f.name}.png", f.png)
 
     rows = summary_rows(reports)
     write_csv(out / "summary.csv", rows)
@@ -118,12 +133,18 @@ def run(args: argparse.Namespace) -> int:
                           "verdicts": {c: v.to_dict() for c, v in r.verdicts.items()},
                           "figures": [f"{r.id}/{f.name}.png" for f in figures.get(r.id, [])]} for r in reports},
     })
-    os.chmod(out / "summary.json", 0o644)  # written through a private temp file; readable like the CSV
     env = {"panels": sorted({m.panel for m in models}), "cache_dir": str(cache_dir), "device": "none (read from disk)",
            "models": {m.id: {"repo": m.repo, "panel": m.panel, "source": m.source, "revisions": list(m.sorted_revisions)}
                       for m in models}}
     page = standalone_page("headwatch report", fragment(reports, figures, env, test_list=False))
-    (out / "report.html").write_text(page, encoding="utf-8")
+    write_atomic(out / "report.html", page)
     print(f"wrote {out / 'summary.csv'}, {out / 'summary.json'}, {out / 'report.html'}"
           + (f" and {sum(len(v) for v in figures.values())} figures" if figures else ""))
-    return 0 if any(r.records for r in reports) else 1
+    missing = [r for r in reports if r.missing or not r.records]
+    if missing:
+        print(f"{len(missing)} model(s) lack measurements (nothing was trained, downloaded or measured); to measure "
+              f"them and write the report again: {fill_command(args)} (or run the claim tests: "
+              f"pytest claims {' '.join('--panel ' + shlex.quote(p) for p in split_list(args.panel or [DEFAULT_PANEL]))})",
+              file=sys.stderr)
+        return 2
+    return 0

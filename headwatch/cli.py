@@ -4,6 +4,10 @@ Each owning module exposes ``add_arguments(parser)`` and ``run(args) -> int``; t
 them, so adding a subcommand touches one line here. Only the chosen subcommand's module is
 imported, and those modules import torch and transformers inside ``run``, so ``headwatch --help``
 and ``--version`` answer at once.
+
+Exit codes (:data:`EXIT_CODES`, also in ``--help`` and the README): a subcommand returns 0 or 1;
+bad input anywhere (argparse, or a :class:`headwatch.validation.InputError` from any layer) is 2
+with one message; any other exception is 3 with its traceback: a crash is never a failed claim.
 """
 from __future__ import annotations
 
@@ -11,8 +15,19 @@ import argparse
 import importlib
 import logging
 import sys
+import traceback
 
 from headwatch import __version__
+from headwatch.validation import InputError
+
+#: What each exit status means, for every subcommand.
+EXIT_CODES = {
+    0: "claims hold as the panel declares (measure: record written; report: written, claims as declared)",
+    1: "a claim fails that the panel did not declare, or a declared deviation did not occur",
+    2: "bad input or usage: the message says what was wrong and what to do; nothing was written",
+    3: "internal error: headwatch crashed (traceback printed); please report it",
+}
+EPILOG = "exit codes: " + "; ".join(f"{code} {text}" for code, text in EXIT_CODES.items())
 
 #: subcommand -> (module, one-line help). "organisms" takes a further verb (train).
 SUBCOMMANDS = {
@@ -41,7 +56,7 @@ class HelpFormatter(argparse.HelpFormatter):
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser; only ``command``'s module is imported and wired (None: none, for ``--help``)."""
     parser = argparse.ArgumentParser(
-        prog="headwatch", formatter_class=HelpFormatter,
+        prog="headwatch", formatter_class=HelpFormatter, epilog=EPILOG,
         description="Hypothesis tests for when attention circuits form during training (arXiv 2606.02378). "
                     "Run `headwatch COMMAND --help` for a command's options; the claim tests run under pytest.")
     parser.add_argument("--version", action="version", version=f"headwatch {__version__}",
@@ -52,7 +67,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                         help="fewer log lines (warnings and errors only); default: progress and results")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module_name, help_text) in SUBCOMMANDS.items():
-        p = sub.add_parser(name, help=help_text, description=help_text, formatter_class=HelpFormatter)
+        p = sub.add_parser(name, help=help_text, description=help_text, formatter_class=HelpFormatter, epilog=EPILOG)
         if name != command:
             continue
         try:
@@ -96,3 +111,12 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted: finished measurements are kept; run the same command again to resume",
               file=sys.stderr)
         return 130
+    except InputError as e:
+        print(f"headwatch {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except Exception:  # noqa: BLE001 - anything else is a bug in headwatch, and must not read as a finding
+        traceback.print_exc()
+        print(f"headwatch {args.command}: internal error (exit 3): this is a bug in headwatch, not a finding "
+              f"about the model. Please report it with the command line and the traceback above "
+              f"(headwatch {__version__}).", file=sys.stderr)
+        return 3

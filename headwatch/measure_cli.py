@@ -3,6 +3,12 @@
     headwatch measure --model EleutherAI/pythia-1b --revision step3000 --out pythia-step3000.json
     headwatch measure --model runs/seed1 --revision step512 --out seed1-step512.json   # DIR/<revision>/
     headwatch measure --model runs/seed1/step512 --out seed1-step512.json             # one folder
+    headwatch measure --model runs/seed1/step512 --out -                              # JSON to stdout
+
+Everything is checked before the compute, in this order: every argument (headwatch.validation's
+rules, as argparse types, then the rules that tie settings together), the output path, the
+device, the checkpoint's location, its config.json against the settings (vocabulary, positions),
+its weight files; the weights must then cover the model (fixtures/preflight.py).
 
 A job array writing ``--out DIR/<model>/<revision>.json`` makes a folder that ``headwatch judge``,
 ``headwatch report`` and ``pytest claims`` read with ``--reference-dir DIR`` (docs/scale-out.md).
@@ -10,49 +16,74 @@ A job array writing ``--out DIR/<model>/<revision>.json`` makes a folder that ``
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from dataclasses import fields
+from dataclasses import asdict
 from pathlib import Path
 
+from headwatch import validation
+from headwatch.files import check_output_file, json_text
 from headwatch.fixtures import loading
 from headwatch.probes.record import ProbeSettings
+from headwatch.validation import CLI_FLAGS, DTYPES, InputError, argtype
+
+
+def flag(field: str) -> str:
+    """How this command spells a ProbeSettings field in messages."""
+    return CLI_FLAGS.get(field, field)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    defaults = ProbeSettings()
     p.add_argument("--model", required=True, help="Hub repo id (org/name) or a local folder")
     p.add_argument("--revision", help="branch, tag or commit (Hub), or DIR/<revision> (local); default: main")
-    p.add_argument("--out", required=True, type=Path, help="where to write the record (JSON)")
-    p.add_argument("--tokens-seen", type=float,
+    p.add_argument("--out", required=True,
+                   help="where to write the record (JSON); '-' writes it to stdout. Checked before the compute: "
+                        "an existing symlink, FIFO, device or folder is refused")
+    p.add_argument("--tokens-seen", type=argtype(validation.TOKENS, "--tokens-seen"),
                    help="training tokens at this checkpoint, recorded as is (default: unknown; judge, report and "
                         "pytest --reference-dir then take them from the panel's tokens rule)")
-    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto")
-    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
+    p.add_argument("--device", default="auto", type=argtype(validation.device, "--device"), help="cpu, cuda, cuda:N, mps or auto")
+    p.add_argument("--dtype", default=defaults.dtype, choices=DTYPES,
                    help="load and probe dtype (fp16 underflows the baseline attention of early checkpoints)")
     p.add_argument("--cache-dir", help="Hub cache folder (default: huggingface_hub's own)")
-    p.add_argument("--n-examples", type=int, default=ProbeSettings.n_examples, help="examples in the induction batch")
-    p.add_argument("--n-pr", type=int, default=ProbeSettings.n_pr, help="examples whose head outputs enter PR")
-    p.add_argument("--batch-size", type=int, default=ProbeSettings.batch_size,
-                   help="examples per forward pass (memory only: the numbers do not depend on it)")
-    p.add_argument("--seq-len", type=int, default=ProbeSettings.seq_len, help="sequence length T of the batch")
-    p.add_argument("--vocab-lo", type=int, default=ProbeSettings.vocab_lo, help="lowest token id drawn")
-    p.add_argument("--vocab-hi", type=int, default=ProbeSettings.vocab_hi, help="token ids drawn are below this")
+    for field, text in (("n_examples", "examples in the induction batch"),
+                        ("n_pr", "examples whose head outputs enter PR (1 to --n-examples)"),
+                        ("batch_size", "examples per forward pass (memory only: the numbers do not depend on it)"),
+                        ("seq_len", "sequence length T of the batch (42 or more, and within the model's positions)"),
+                        ("vocab_lo", "lowest token id drawn"),
+                        ("vocab_hi", "token ids drawn are below this (within the model's vocabulary)")):
+        p.add_argument(CLI_FLAGS[field], type=argtype(field, CLI_FLAGS[field]),
+                       default=None if field == "n_pr" else getattr(defaults, field),
+                       help=text + (f" (default: {defaults.n_pr}, or --n-examples if fewer)" if field == "n_pr" else ""))
     p.add_argument("--no-ablation", action="store_true", help="skip the three group-ablation passes")
     p.add_argument("--trust-remote-code", action="store_true",
                    help="run the repo's own modelling code (only for repos you trust)")
 
 
 def settings_from_args(args: argparse.Namespace) -> ProbeSettings:
-    defaults = {f.name: getattr(ProbeSettings(), f.name) for f in fields(ProbeSettings)}
-    return ProbeSettings(**{
-        **defaults,
-        "n_examples": args.n_examples, "n_pr": args.n_pr, "batch_size": args.batch_size,
-        "seq_len": args.seq_len, "vocab_lo": args.vocab_lo, "vocab_hi": args.vocab_hi,
-        "dtype": args.dtype, "ablation": not args.no_ablation,
-    })
+    """The probe settings the arguments ask for, checked against every rule that needs no model."""
+    given = {"n_examples": args.n_examples, "batch_size": args.batch_size,
+             "seq_len": args.seq_len, "vocab_lo": args.vocab_lo, "vocab_hi": args.vocab_hi,
+             "dtype": args.dtype, "ablation": not args.no_ablation}
+    if args.n_pr is not None:
+        given["n_pr"] = args.n_pr
+    validation.check_probe_settings(given, flag)
+    n_pr = given.get("n_pr", min(ProbeSettings.n_pr, args.n_examples))  # the default is capped at the batch
+    return ProbeSettings(**{**asdict(ProbeSettings()), **given, "n_pr": n_pr})
+
+
+def _looks_like_a_path(text: str) -> bool:
+    """A --model that cannot be a Hub repo id (``org/name``): absolute, ./ ../ ~, or not one slash."""
+    return text.startswith(("/", ".", "~")) or text.count("/") != 1 or os.sep != "/" and os.sep in text
 
 
 def resolve(args: argparse.Namespace) -> loading.ResolvedRevision:
-    folder = Path(args.model)
+    model = validation.nonempty_text(args.model, "--model")
+    folder = Path(model).expanduser()
+    if folder.exists() and not folder.is_dir():
+        raise InputError(f"--model: {folder} is a file; give the checkpoint's folder (holding config.json and "
+                         "*.safetensors), its parent with --revision, or a Hub repo id (org/name)")
     if folder.is_dir():
         if (folder / "config.json").is_file():
             if args.revision:
@@ -61,22 +92,30 @@ def resolve(args: argparse.Namespace) -> loading.ResolvedRevision:
         if not args.revision:
             raise loading.LoadingError(f"{folder} has no config.json; pass --revision to pick {folder}/<revision>/")
         return loading.resolve_local(folder, args.revision)
-    return loading.resolve_revision(args.model, args.revision or "main", cache_dir=args.cache_dir)
+    if _looks_like_a_path(model):
+        raise InputError(f"--model: no folder {folder} (from {Path.cwd()}), and {model!r} is not a Hub repo id "
+                         "(org/name); give an existing checkpoint folder or a repo id")
+    try:
+        return loading.resolve_revision(model, args.revision or "main", cache_dir=args.cache_dir)
+    except loading.LoadingError as e:
+        raise type(e)(f"{e} (and there is no local folder {model!r} in {Path.cwd()})") from None
 
 
 def run(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)  # the checks that need nothing come before any heavy import
+    out = check_output_file(args.out, "--out")  # None: stdout
+
+    from headwatch.fixtures import preflight
     from headwatch.probes.measure import measure  # deferred: torch and transformers
 
-    settings = settings_from_args(args)
-    try:
-        resolved = resolve(args)
-        checkpoint = loading.load_checkpoint(
-            resolved, dtype=args.dtype, device=loading.pick_device(args.device),
-            attn_implementation="sdpa", trust_remote_code=args.trust_remote_code,
-        )
-    except loading.LoadingError as e:
-        print(f"headwatch measure: {e}", file=sys.stderr)
-        return 2
+    device = loading.pick_device(args.device)
+    resolved = resolve(args)
+    preflight.check_before_load(resolved, settings, offline=resolved.kind != "hub",
+                                trust_remote_code=args.trust_remote_code, name=flag)
+    checkpoint = loading.load_checkpoint(
+        resolved, dtype=args.dtype, device=device, attn_implementation="sdpa",
+        trust_remote_code=args.trust_remote_code,
+    )
     # A local run is named by its absolute folder (what a panel's repo = "DIR" resolves to), so a record
     # folder written from anywhere matches its panel entry; a Hub model by its repo id.
     model_name = str(Path(resolved.repo).resolve()) if resolved.kind == "local" else args.model
@@ -86,8 +125,14 @@ def run(args: argparse.Namespace) -> int:
                              commit=resolved.commit, load_seconds=round(checkpoint.load_seconds, 3))
     if checkpoint.plan is not None:
         record.provenance.update(checkpoint.plan.provenance())
-    record.to_json(args.out)
+    if out is None:
+        sys.stdout.write(json_text(record.to_dict()))
+        sys.stdout.flush()
+    else:
+        record.to_json(out)
     circuit = [a.heads for a in record.ablations if a.name == "induction_circuit"]
-    print(f"wrote {args.out}: {record.n_layers}x{record.n_heads} heads, top-1 {record.task.top1:.3f}, "
-          f"induction circuit {list(circuit[0]) if circuit else '[]'}, {record.provenance['seconds']:.1f} s")
+    print(f"wrote {out if out is not None else 'stdout'}: {record.n_layers}x{record.n_heads} heads, "
+          f"top-1 {record.task.top1:.3f}, induction circuit {list(circuit[0]) if circuit else '[]'}, "
+          f"{record.n_examples_valid} of {settings.n_examples} examples valid, {record.provenance['seconds']:.1f} s",
+          file=sys.stdout if out is not None else sys.stderr)
     return 0

@@ -24,6 +24,10 @@ The contract the claim tests code against:
   talks to the terminal (the xdist controller, or the only process), one line per checkpoint.
 - what ran (panels, models, revisions, device, dtype, cache hits vs fresh runs): :func:`run_info`,
   merged from all workers on the xdist controller.
+- a crash is not a failed claim: in a claim test, an exception that is not an assertion (a bug in
+  headwatch, or bad input found while measuring) is reported as an ERROR, not a FAILED claim, and
+  the session's exit status says which (:data:`EXIT_STATUS`); every option is checked by
+  headwatch.validation's rules at configure time (a usage error, exit 4).
 """
 from __future__ import annotations
 
@@ -43,6 +47,19 @@ CLAIMS_DIR = Path(importlib.util.find_spec("headwatch.claims").origin).resolve()
 
 _STATE = pytest.StashKey["HeadwatchSession"]()
 _WANTED = pytest.StashKey[bool]()
+
+#: pytest's exit status in a headwatch run. pytest's own codes are kept (2 interrupted, 5 nothing
+#: collected); headwatch sets 3 and 4 when a claim test errored instead of judging: a crash beats
+#: bad input, which beats a failed test, because the verdicts of such a run are incomplete.
+EXIT_STATUS = {
+    0: "every test passed (skips and declared deviations included)",
+    1: "a claim failed (or one of headwatch's own tests)",
+    3: "headwatch crashed in a claim test or its fixtures (a bug: please report it); also pytest's INTERNALERROR",
+    4: "bad input: an option or panel (before any test ran), or a checkpoint, record or cache found bad while "
+       "measuring",
+}
+#: user_properties key marking a claim test's report that is an error, with "crash" or "input".
+ERROR_PROPERTY = "headwatch_error"
 
 
 @dataclass
@@ -66,11 +83,13 @@ class HeadwatchSession:
 
 _OPTION_DEFAULTS = {
     "panel": [], "models": [], "revisions": [], "device": "auto", "dtype": None, "hw_cache_dir": None,
-    "n_examples": None, "refresh": False, "reference_dir": None,
+    "n_examples": None, "refresh": False, "reference_dir": None, "no_train": False,
 }
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    from headwatch import validation  # standard library only: cheap for a foreign test run
+
     g = parser.getgroup("headwatch", "headwatch panels and measurements")
     g.addoption("--panel", action="append", default=[], metavar="NAME|FILE",
                 help="panel(s) to judge: a shipped name (paper, published, organisms) or a TOML file; "
@@ -79,15 +98,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="only these models (short names or repo ids; comma list)")
     g.addoption("--revisions", action="append", default=[], metavar="REVS",
                 help="only these revisions (branch names; comma list)")
-    g.addoption("--device", default="auto",
-                help="cpu, cuda, cuda:N or auto (xdist worker gwN takes cuda:N mod GPU count). Default auto.")
+    g.addoption("--device", default="auto", type=validation.argtype(validation.device, "--device"),
+                help="cpu, cuda, cuda:N, mps or auto (xdist worker gwN takes cuda:N mod GPU count). Default auto.")
     g.addoption("--dtype", default=None, choices=["float32", "float16", "bfloat16"],
                 help="load and probe dtype (default: each panel model's own, float32 for the paper)")
     g.addoption("--cache-dir", dest="hw_cache_dir", default=None, metavar="DIR",
                 help="measurement cache folder (default $HEADWATCH_CACHE_DIR, else .cache/headwatch in a "
                      "checkout, else ~/.cache/headwatch); organism checkpoints stay in "
                      "$HEADWATCH_ORGANISMS_CACHE or beside it (organisms/)")
-    g.addoption("--n-examples", type=int, default=None, metavar="N",
+    g.addoption("--n-examples", type=validation.argtype("n_examples", "--n-examples"), default=None, metavar="N",
                 help="examples in the induction batch (default: the panel's, 2000 for the paper)")
     g.addoption("--refresh", action="store_true", default=False,
                 help="recompute cached measurements of the selected models")
@@ -95,6 +114,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="read records from DIR (DIR/<model>/<revision>.json: converted, or written by "
                      "`headwatch measure --out`) for the models it holds, with its revisions, instead of "
                      "measuring them or reading the shipped published copy")
+    g.addoption("--no-train", action="store_true", default=False,
+                help="never train model organisms: the tests of an organism the cache lacks error with the command "
+                     "that trains it (default: the first run trains them)")
 
 
 # ---- when the plugin acts ---------------------------------------------------------------------
@@ -174,13 +196,15 @@ def _provider_options(config: pytest.Config):
     else:
         since = time.time() if refresh else None
     cache_dir = config.getoption("hw_cache_dir")
-    n = config.getoption("n_examples")
-    if n is not None and n < 1:
-        raise pytest.UsageError(f"--n-examples must be a positive integer, got {n}")
+    reference_dir = config.getoption("reference_dir")
+    if reference_dir is not None and not Path(reference_dir).expanduser().is_dir():
+        raise pytest.UsageError(f"--reference-dir {reference_dir}: no such folder; give a folder of converted "
+                                "records (<org--name>/<revision>.json)")
     return ProviderOptions(
         cache_dir=Path(cache_dir).expanduser().resolve() if cache_dir else default_cache_dir(),
-        device=config.getoption("device"), dtype=config.getoption("dtype"), n_examples=n,
-        refresh=refresh, refresh_since=since, reference_dir=config.getoption("reference_dir"),
+        device=config.getoption("device"), dtype=config.getoption("dtype"), n_examples=config.getoption("n_examples"),
+        refresh=refresh, refresh_since=since, reference_dir=reference_dir,
+        train_missing=not config.getoption("no_train"),
     )
 
 
@@ -205,9 +229,13 @@ def _setup(config: pytest.Config) -> HeadwatchSession:
     from headwatch.fixtures.provider import Provider
     from headwatch.fixtures.runinfo import RunInfo
     from headwatch.names import split_list
+    from headwatch.validation import InputError
 
     _share_cpu_threads(config)
     options = _provider_options(config)
+    for flag in ("panel", "models", "revisions"):
+        if any(not v.strip(" ,") for v in config.getoption(flag)):  # `--panel ""`: not "the default panels"
+            raise pytest.UsageError(f"--{flag}: got an empty value; give names (a comma list), or leave the option out")
     names = split_list(config.getoption("panel")) or panels_mod.default_panels()
     try:
         loaded = [panels_mod.load_panel(n) for n in names]
@@ -217,7 +245,11 @@ def _setup(config: pytest.Config) -> HeadwatchSession:
     if any(m.needs_model for m in selection):
         try:
             ensure_writable(options.measurement_dir)
-        except CacheError as e:
+            if options.device != "auto":  # a device that is not there fails now, not in every test
+                from headwatch.fixtures.loading import pick_device
+
+                pick_device(options.device)
+        except (CacheError, InputError) as e:
             raise pytest.UsageError(str(e)) from None
     run = RunInfo(panels=[p.name for p in loaded], device=options.device, dtype=options.dtype,
                   cache_dir=str(options.cache_dir), refresh=options.refresh, n_examples=options.n_examples)
@@ -235,8 +267,8 @@ def select_revisions(config: pytest.Config) -> list[Any]:
     lazily at collection; explicit lists resolve at configure time.
     """
     from headwatch.fixtures import panels as panels_mod
-    from headwatch.fixtures.loading import LoadingError
-    from headwatch.names import split_list
+    from headwatch.names import did_you_mean, split_list
+    from headwatch.validation import InputError
 
     s = state(config)
     if not s.resolved:
@@ -245,7 +277,7 @@ def select_revisions(config: pytest.Config) -> list[Any]:
             try:
                 models = [m.with_revisions(given) if (given := s.provider.folder_revisions(m)) is not None else m
                           for m in models]
-            except (KeyError, ValueError, OSError) as e:
+            except (ValueError, OSError) as e:  # InputError is a ValueError
                 raise pytest.UsageError(f"--reference-dir {s.options.reference_dir}: {e}") from None
         try:
             models = panels_mod.select(
@@ -253,7 +285,15 @@ def select_revisions(config: pytest.Config) -> list[Any]:
                 revisions=split_list(config.getoption("revisions")) or None,
                 list_branches=s.provider.list_revisions,
             )
-        except (panels_mod.PanelError, LoadingError) as e:
+            for m in models:  # a published model's revisions are known now: a missing one is a usage error
+                if m.source == "reference" and not s.options.reference_dir:
+                    published = s.provider.list_revisions(m)
+                    absent = [r for r in m.revisions if r not in published]
+                    if absent:
+                        raise panels_mod.PanelError(
+                            f"model {m.id}: no published measurement at {', '.join(absent)}; published: "
+                            f"{', '.join(published)}" + did_you_mean(absent[0], published))
+        except InputError as e:  # PanelError, LoadingError, ...
             raise pytest.UsageError(str(e)) from None
         s.selection, s.resolved = models, True
         for m in models:
@@ -273,6 +313,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if not wanted(config):
         return
     state(config)  # parse now, so bad input fails before collection
+    if getattr(config, "workerinput", None) is None:  # the process that owns the terminal and the exit status
+        config.pluginmanager.register(ErrorTally(), "headwatch-error-tally")
     if config.getoption("htmlpath", None):
         config.option.self_contained_html = True  # the user's command has no --self-contained-html
         if getattr(config, "workerinput", None) is None:  # the report is written on the controller only
@@ -361,6 +403,8 @@ def _pretrain(config: pytest.Config, model_ids: set[str]) -> None:
     if s is None or s.pretrained:
         return
     s.pretrained = True
+    if not s.options.train_missing:  # --no-train: the tests of a missing organism error, naming the command
+        return
     wanted_models = [m for m in s.selection if m.id in model_ids and m.source == "organism"]
     if not wanted_models:
         return
@@ -475,3 +519,82 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
             f"(sha256 {g['weights_hash'][:12]}): the Hub may serve the wrong checkpoint (pythia issues 205/206)",
             yellow=True,
         )
+
+
+# ---- a crash is not a failed claim ----------------------------------------------------------------
+
+
+def _is_headwatch_test(item: pytest.Item) -> bool:
+    return is_claim_test(item.path) or item.get_closest_marker("headwatch") is not None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """Mark a claim test's report whose exception is not a verdict: bad input (an InputError, shown
+    as its message) or a crash (traceback kept). Assertions are the claims' verdicts; pytest's own
+    outcomes (skip, xfail, fail) pass through untouched."""
+    outcome = yield
+    rep = outcome.get_result()
+    if not rep.failed or call.excinfo is None or hasattr(rep, "wasxfail") or not _is_headwatch_test(item):
+        return
+    exc = call.excinfo.value
+    if isinstance(exc, (AssertionError, pytest.fail.Exception)) and rep.when == "call":
+        return  # a claim that does not hold: the finding
+    from headwatch.validation import InputError
+
+    if isinstance(exc, InputError):
+        rep.user_properties.append((ERROR_PROPERTY, "input"))
+        rep.longrepr = f"bad input: {exc}"  # the message says what to do; a traceback would bury it
+    else:
+        rep.user_properties.append((ERROR_PROPERTY, "crash"))
+        rep.sections.append(("headwatch", "internal error: this exception is a bug in headwatch, not a finding "
+                                          "about the model; please report it with the traceback above"))
+
+
+def _error_kind(report) -> str | None:
+    return next((v for k, v in getattr(report, "user_properties", ()) if k == ERROR_PROPERTY), None)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_report_teststatus(report, config: pytest.Config):
+    """A marked claim-test report reads ERROR, never FAILED (setup errors already do)."""
+    if report.when == "call" and report.failed and _error_kind(report):
+        return "error", "E", "ERROR"
+    return None
+
+
+class ErrorTally:
+    """Counts the claim tests that errored instead of judging (on the process that owns the terminal:
+    every worker's reports pass through it), sets the exit status (:data:`EXIT_STATUS`) and says
+    what happened at the end of the summary. Registered only in sessions where headwatch acts."""
+
+    def __init__(self) -> None:
+        self.errors: dict[str, list[str]] = {"crash": [], "input": []}
+
+    def pytest_runtest_logreport(self, report) -> None:
+        kind = _error_kind(report)
+        if kind and report.failed and report.nodeid not in self.errors[kind]:
+            self.errors[kind].append(report.nodeid)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if session.exitstatus != pytest.ExitCode.TESTS_FAILED:
+            return  # passed, interrupted, usage error, nothing collected: pytest's status stands
+        if self.errors["crash"]:
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+        elif self.errors["input"]:
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        crash, bad = self.errors["crash"], self.errors["input"]
+        if not (crash or bad):
+            return
+        terminalreporter.write_sep("-", "headwatch: tests that errored instead of judging")
+        if crash:
+            terminalreporter.write_line(
+                f"{len(crash)} claim test(s) crashed inside headwatch (exit status 3): a bug in headwatch, not a "
+                "finding about the model; please report it with the traceback", red=True)
+        if bad:
+            terminalreporter.write_line(
+                f"{len(bad)} claim test(s) met bad input while measuring (exit status {3 if crash else 4}): "
+                "the ERROR lines say what and what to do", red=True)

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from headwatch.validation import check_batch_settings
+
 
 @dataclass(frozen=True)
 class InductionBatch:
@@ -44,14 +46,13 @@ def induction_batch(
     vocab_hi: int = 10000,
     seed: int = 42,
 ) -> InductionBatch:
-    """Generate the batch with one ``RandomState(seed)`` in the author's call order."""
+    """Generate the batch with one ``RandomState(seed)`` in the author's call order.
+
+    The arguments are checked first (headwatch.validation.check_batch_settings: InputError), including
+    that the token range leaves enough valid examples at this length.
+    """
+    check_batch_settings(dict(n_examples=n_examples, seq_len=seq_len, vocab_lo=vocab_lo, vocab_hi=vocab_hi, seed=seed))
     T = seq_len
-    if T < 24:
-        raise ValueError(f"seq_len must be at least 24 (ab is drawn from [20, T//2)), got {T}")
-    if vocab_hi - vocab_lo < 3:
-        raise ValueError(f"need at least 3 token ids in [vocab_lo, vocab_hi), got [{vocab_lo}, {vocab_hi})")
-    if n_examples < 1:
-        raise ValueError(f"n_examples must be positive, got {n_examples}")
     rng = np.random.RandomState(seed)
     tokens = np.empty((n_examples, T), dtype=np.int64)
     ab = np.empty(n_examples, dtype=np.int64)

@@ -9,7 +9,7 @@ import platform
 import sys
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
@@ -17,6 +17,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 import transformers
 from tqdm.auto import tqdm
+
+from headwatch.validation import InputError, check_probe_settings, check_settings_for_model
 
 from . import ablation as ablation_lib
 from .architectures import HeadGeometry, head_geometry
@@ -116,7 +118,7 @@ def screen(
         keep_examples=settings.n_bootstrap > 0,
     )
     task = TaskAccumulator()
-    n_pr = min(settings.n_pr, len(batch))
+    n_pr = settings.n_pr  # <= len(batch): measure() checked it
     n_sink = min(settings.sink_examples, len(batch))
     # Head outputs of the first n_pr examples: [L, H, n_pr, D], filled batch by batch.
     pr_outputs = torch.empty(geometry.n_layers, geometry.n_heads, n_pr, geometry.d_head, dtype=torch.float32)
@@ -173,18 +175,23 @@ def measure(
     run when ``settings.ablation`` is set and the induction circuit is not empty.
     """
     started = time.perf_counter()
+    # The callers check these before loading the model; checked again here, where the numbers are
+    # made, so that no caller can measure with settings the record would misstate.
+    check_settings_for_model(settings, model.config, f"{model_name}@{revision}")
+    check_probe_settings(asdict(settings))
     model.eval()
     geometry = head_geometry(model)
-    vocab = model.config.vocab_size
-    if settings.vocab_hi > vocab:
-        raise ValueError(
-            f"probe vocabulary [{settings.vocab_lo}, {settings.vocab_hi}) exceeds the model's "
-            f"vocab_size {vocab}; set vocab_hi <= {vocab} in the probe settings"
-        )
     if batch is None:
         batch = induction_batch(
             settings.n_examples, settings.seq_len, settings.vocab_lo, settings.vocab_hi, settings.seed
         )
+    elif len(batch) < settings.n_pr:
+        raise InputError(f"n_pr: got {settings.n_pr}, more than the {len(batch)} examples of the given batch")
+    if not bool(batch.valid.any()):
+        raise InputError(
+            f"none of the {len(batch)} examples is valid (b occurs once before the query) with token ids "
+            f"[{settings.vocab_lo}, {settings.vocab_hi}) at length {settings.seq_len}: every induction selectivity "
+            "would be 0; widen the token range")
     circuit_passes = 3 if settings.ablation else 0
     bar = tqdm(
         total=len(batch) * (1 + circuit_passes), desc=f"{model_name}@{revision}", unit="ex",

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from headwatch.files import write_json_atomic
 from headwatch.spec import SPEC
+from headwatch.validation import PROBE_RULES, InputError, Rule, from_data, integer, number
 
 SCHEMA = "headwatch.measurement/2"
 #: Older schemas this module still reads: /1 records have no intervals, counts or sink score.
@@ -90,6 +90,9 @@ class ProbeSettings:
     bootstrap_seed: int = SPEC.bootstrap_seed
     #: Examples (the first ones of the batch) on which Sink_1^eps is computed (0: not computed).
     sink_examples: int = SPEC.sink_examples
+
+    #: What each field may be (headwatch.validation, the one rule set); checked on reading a record.
+    FIELD_RULES: ClassVar[dict[str, Rule]] = PROBE_RULES
 
     def cache_fields(self) -> dict[str, Any]:
         """Fields that change measured numbers (batch_size does not), for cache keys."""
@@ -173,6 +176,10 @@ class SinkScore:
         values = list(self.first_position_attention.values())
         return sum(v > eps for v in values) / len(values) if values else float("nan")
 
+    FIELD_RULES: ClassVar[dict[str, Rule]] = {
+        "loss": number(0), "top1": number(0, max=1), "top5": number(0, max=1),
+    }
+
 
 @dataclass(frozen=True)
 class AblationResult:
@@ -211,6 +218,15 @@ class MeasurementRecord:
     #: Sink_1^eps on a sub-batch (None where not computed).
     sink: SinkScore | None = None
 
+    #: Bounds beyond each field's type, checked on reading (the types come from the fields above).
+    FIELD_RULES: ClassVar[dict[str, Rule]] = {
+        "tokens_seen": number(0, allowed="a finite number of tokens >= 0, or null"),
+        "n_layers": integer(1), "n_heads": integer(1), "d_head": integer(1),
+        "all_head_selectivity": number(0, allowed="a finite selectivity >= 0"),
+        "pr": number(0, allowed="a finite participation ratio >= 0"),
+        "n_examples_valid": integer(0),
+    }
+
     # ---- JSON round trip -------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -218,30 +234,38 @@ class MeasurementRecord:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "MeasurementRecord":
-        if d.get("schema") not in READABLE_SCHEMAS:
-            raise ValueError(
-                f"not a headwatch measurement record (schema {d.get('schema')!r}, expected one of "
-                f"{', '.join(READABLE_SCHEMAS)})"
-            )
-        d = dict(d)
-        d.pop("schema")
-        task = d.pop("task")
-        settings = d.pop("settings")
-        ablations = d.pop("ablations", [])
-        intervals = d.pop("intervals", None)
-        sink = d.pop("sink", None)
-        return cls(
-            **d,
-            task=TaskMetrics(**task) if task else None,
-            settings=ProbeSettings(**settings) if settings else None,
-            ablations=[
-                AblationResult(a["name"], tuple(a["heads"]), TaskMetrics(**a["metrics"]))
-                for a in ablations
-            ],
-            intervals=RecordIntervals.from_dict(intervals) if intervals else None,
-            sink=SinkScore(**sink) if sink else None,
-        )
+    def from_dict(cls, d: Any, where: str = "record") -> "MeasurementRecord":
+        """The record in ``d``, validated: every field's type and bounds (from the fields and
+        ``FIELD_RULES``, so a new field needs no code here), finite numbers, and one selectivity
+        entry of the six classes per head of ``n_layers`` x ``n_heads``. Unknown keys are ignored.
+        RecordError names ``where`` (the file) and the bad value."""
+        if not isinstance(d, dict) or d.get("schema") not in READABLE_SCHEMAS:
+            schema = d.get("schema") if isinstance(d, dict) else type(d).__name__
+            raise RecordError(f"{where}: not a headwatch measurement record (schema {schema!r}, expected one of "
+                              f"{', '.join(READABLE_SCHEMAS)})")
+        try:
+            record = from_data(cls, d, where)
+        except InputError as e:
+            raise RecordError(str(e)) from None
+        record.check_heads(where)
+        return record
+
+    def check_heads(self, where: str = "record") -> None:
+        """Every head of ``n_layers`` x ``n_heads`` has the six selectivities; PR names no other head."""
+        heads = set(self.heads())
+        table = set(self.all_head_selectivity)
+        if table != heads:
+            extra, missing = sorted(table - heads), sorted(heads - table)
+            raise RecordError(
+                f"{where}: all_head_selectivity does not match {self.n_layers} layers x {self.n_heads} heads"
+                + (f"; missing {', '.join(missing[:5])}" + (" ..." if len(missing) > 5 else "") if missing else "")
+                + (f"; not in the model: {', '.join(extra[:5])}" if extra else ""))
+        for head, classes in self.all_head_selectivity.items():
+            if set(classes) != set(HEAD_CLASSES):
+                raise RecordError(f"{where}: all_head_selectivity[{head!r}] has classes {sorted(classes)}; "
+                                  f"expected the six of the screen: {', '.join(HEAD_CLASSES)}")
+        if self.pr is not None and not set(self.pr) <= heads:
+            raise RecordError(f"{where}: pr names heads not in the model: {', '.join(sorted(set(self.pr) - heads)[:5])}")
 
     def to_json(self, path: str | os.PathLike) -> None:
         """Write atomically: a reader never sees a half-written record."""
@@ -249,8 +273,21 @@ class MeasurementRecord:
 
     @classmethod
     def from_json(cls, path: str | os.PathLike) -> "MeasurementRecord":
-        with open(path, encoding="utf-8") as f:
-            return cls.from_dict(json.load(f))
+        """Read and validate one record file; RecordError names the file and what is wrong."""
+        where = f"measurement record {os.fspath(path)}"
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f, parse_constant=_refuse_constant)
+        except UnicodeDecodeError as e:
+            raise RecordError(f"{where}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+        except json.JSONDecodeError as e:
+            raise RecordError(f"{where}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno}); "
+                              "a truncated or hand-edited file? restore or regenerate it") from None
+        except ValueError as e:  # NaN / Infinity
+            raise RecordError(f"{where}: {e}") from None
+        except OSError as e:
+            raise RecordError(f"{where}: cannot be read ({e.strerror or e})") from None
+        return cls.from_dict(data, where)
 
     # ---- convenience -----------------------------------------------------------------------
     def heads(self) -> list[str]:
@@ -286,20 +323,16 @@ def sort_by_tokens(records: list[MeasurementRecord]) -> list[MeasurementRecord]:
                                  key=lambda ir: (ir[1].tokens_seen is None, ir[1].tokens_seen or 0.0, ir[0]))]
 
 
-def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
-    """Write JSON to a unique temporary file beside ``path`` (``.<name>.<random>.tmp``) and rename
-    it into place: readers see the old file or the new one, never part of one (also on NFS)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(obj, f, indent=1, sort_keys=False, allow_nan=False)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())  # the bytes reach the disk (or the file server) before the name does
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+class RecordError(InputError):
+    """A measurement record (a file, a cache entry, a reference folder's file) is malformed."""
+
+
+def _refuse_constant(name: str) -> Any:
+    """json's hook for NaN, Infinity and -Infinity, which headwatch never writes and never accepts."""
+    raise ValueError(f"holds {name}, which is not a number a measurement can have (headwatch writes "
+                     "finite numbers only); regenerate the file")
+
+
+def loads_finite(text: str) -> Any:
+    """``json.loads`` that refuses NaN and Infinity (ValueError)."""
+    return json.loads(text, parse_constant=_refuse_constant)

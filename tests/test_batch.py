@@ -69,7 +69,7 @@ def test_small_vocab_parameters():
 
 @pytest.mark.parametrize("kwargs, message", [
     (dict(seq_len=10), "seq_len"),
-    (dict(vocab_lo=5, vocab_hi=6), "token ids"),
+    (dict(vocab_lo=5, vocab_hi=6), "token id"),
     (dict(n_examples=0), "n_examples"),
 ])
 def test_bad_parameters_are_explained(kwargs, message):

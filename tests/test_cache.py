@@ -20,7 +20,7 @@ from headwatch.fixtures import loading
 from headwatch.fixtures.cache import CacheKey, CacheNotWritable, CorruptEntryWarning, MeasurementCache
 from headwatch.fixtures.panels import load_panel
 from headwatch.fixtures.provider import Provider, ProviderOptions
-from headwatch.probes.record import PROBE_VERSION, MeasurementRecord, ProbeSettings
+from headwatch.probes.record import HEAD_CLASSES, PROBE_VERSION, MeasurementRecord, ProbeSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 def record(revision: str = "step1", value: float = 1.0) -> MeasurementRecord:
     return MeasurementRecord(
         model="org/m", revision=revision, tokens_seen=None, n_layers=1, n_heads=1, d_head=4,
-        all_head_selectivity={"L0_H0": {"induction": value}}, settings=ProbeSettings(n_examples=4),
+        all_head_selectivity={"L0_H0": {c: value if c == "induction" else 0.0 for c in HEAD_CLASSES}},
+        settings=ProbeSettings(n_examples=4),
     )
 
 
@@ -126,7 +127,7 @@ def test_plugin_rejects_unwritable_cache_dir(tmp_path):
 RACE = textwrap.dedent("""
     import os, sys, time
     from headwatch.fixtures.cache import CacheKey, MeasurementCache
-    from headwatch.probes.record import MeasurementRecord, ProbeSettings
+    from headwatch.probes.record import HEAD_CLASSES, MeasurementRecord, ProbeSettings
     log, root = sys.argv[1], sys.argv[2]
     while not os.path.exists(os.path.join(root, "go")):
         time.sleep(0.01)
@@ -134,7 +135,8 @@ RACE = textwrap.dedent("""
         with open(log, "a") as f:
             f.write(f"{os.getpid()}\\n")
         time.sleep(1.0)
-        return MeasurementRecord("org/m", "step1", None, 1, 1, 4, {"L0_H0": {"induction": float(os.getpid())}})
+        return MeasurementRecord("org/m", "step1", None, 1, 1, 4,
+                                 {"L0_H0": {c: float(os.getpid()) for c in HEAD_CLASSES}})
     r = MeasurementCache(root).get_or_compute(CacheKey.make("org/m", "step1", "c" * 40, ProbeSettings()), compute)
     print(r.status, r.record.all_head_selectivity["L0_H0"]["induction"], r.waited)
 """)

@@ -1,7 +1,6 @@
 """``headwatch judge``: the verdicts it prints and writes are the claim tests' judge's."""
 from __future__ import annotations
 
-import argparse
 import json
 
 import pytest
@@ -21,9 +20,10 @@ def write_records(records_by_model, dest) -> None:
 
 
 def judge(*argv: str) -> int:
-    parser = argparse.ArgumentParser()
-    judge_cli.add_arguments(parser)
-    return judge_cli.run(parser.parse_args(list(argv)))
+    """``headwatch judge ARGV`` as a user runs it (exit codes included)."""
+    from headwatch.cli import main
+
+    return main(["judge", *argv])
 
 
 def test_published_panel_verdicts_json(tmp_path, capsys):

@@ -139,7 +139,7 @@ def test_task_metrics_of_a_perfect_copier():
 
 
 def test_probe_vocabulary_must_fit_the_model():
-    with pytest.raises(ValueError, match="vocab_size 300"):
+    with pytest.raises(ValueError, match="vocabulary of 300 ids"):
         measure(tiny_model("olmo"), ProbeSettings(n_examples=4), model_name="t", revision="r", progress=False)
 
 

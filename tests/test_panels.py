@@ -216,7 +216,6 @@ def test_expectations_and_probe_overrides():
         ablation = "final"
         [models.probe]
         n_examples = 300
-        n_pr = 500
         [models.expect]
         bos_shape = "step"
         dclm = true
@@ -238,7 +237,7 @@ def test_expectations_and_probe_overrides():
     assert m.expect.paper_f4_tokens == 10e9 and m.expect.min_ratio == 10.0  # the SPEC's bar unless declared
     s1, s2 = m.settings_for("step1"), m.settings_for("step2")
     assert (s1.ablation, s2.ablation) == (False, True)  # ablations at the final revision only
-    assert s1.n_examples == 300 and s1.n_pr == 300  # n_pr never exceeds the batch
+    assert s1.n_examples == 300 and s1.n_pr == 300  # the default n_pr (500) is capped at the batch
     assert m.settings_for("step2", n_examples=50, dtype="float16").n_examples == 50
     assert m.settings_for("step2", dtype="float16").dtype == "float16"
 

@@ -138,7 +138,7 @@ def test_the_reader_refuses_the_authors_format_with_the_command_that_converts_it
 
 
 def test_load_published_unknown_model():
-    with pytest.raises(KeyError, match="available"):
+    with pytest.raises(reader.NotPublished, match="available"):
         reader.load_published("nobody/nothing")
 
 

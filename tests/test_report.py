@@ -250,10 +250,12 @@ def test_report_cli_writes_figures_csv_and_json(tmp_path):
 
 
 def test_report_cli_measures_nothing_and_lists_what_is_missing(tmp_path, capsys):
-    """An empty cache: the organisms are listed as not measured, never trained or probed (exit 1)."""
+    """An empty cache: the organisms are listed as not measured, with the command that measures them,
+    never trained or probed (exit 2)."""
     out = tmp_path / "out"
-    assert _cli("--panel", "organisms", "--out", str(out), "--cache-dir", str(tmp_path / "empty")) == 1
-    assert "not measured yet: step0" in capsys.readouterr().err
+    assert _cli("--panel", "organisms", "--out", str(out), "--cache-dir", str(tmp_path / "empty")) == 2
+    err = capsys.readouterr().err
+    assert "not measured yet: step0" in err and "--train-missing" in err and "nothing was trained" in err
     assert not (tmp_path / "empty" / "hub").exists()
     rows = list(csv.DictReader(open(out / "summary.csv", encoding="utf-8")))
     assert {r["status"] for r in rows} == {MISSING}

@@ -1,0 +1,420 @@
+"""What every value a user gives may be: probe settings, panel values, CLI arguments, pytest options.
+
+One rule per value, in one place. The CLI (``type=`` of its arguments, then :func:`check_probe_settings`),
+the panel loader (``headwatch.fixtures.panels``) and the pytest options (``headwatch.plugin``) all
+check against these rules, before any model is loaded; a message says what was wrong, what is
+allowed and what to do. Bad input raises :class:`InputError` (``headwatch`` exits 2, pytest 4).
+
+Rules that need the model (its vocabulary, its positions) are :func:`check_settings_for_model`, which
+the loaders call right after reading ``config.json`` and before reading any weights.
+
+Imports only the standard library and :mod:`headwatch.spec`: the CLI's ``--help`` and the plugin
+in a foreign test run must not pay for torch.
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from headwatch.spec import CLAIMS
+
+#: Load/probe dtypes (``--dtype``, a panel's ``dtype``, ``[models.probe] dtype``).
+DTYPES: tuple[str, ...] = ("float32", "float16", "bfloat16")
+#: Attention implementations the capture hooks support (probes/capture.py reads both).
+ATTN_IMPLEMENTATIONS: tuple[str, ...] = ("eager", "sdpa")
+#: numpy's RandomState takes seeds in [0, 2**32).
+MAX_SEED = 2**32 - 1
+#: docs/SPEC.md §1: the planted pair's position ab is drawn from [20, T // 2), so T // 2 must exceed 20.
+MIN_SEQ_LEN = 42
+#: docs/SPEC.md §2: the baseline positions come from 1..T-2 minus the class targets T-6..T-3, i.e.
+#: T - 7 candidates.
+BASELINE_EXCLUDED = 7
+#: Below this share of valid examples (b occurs once before the query, docs/SPEC.md §2) the
+#: induction and duplicate-token selectivities average over a minority of the batch, and at 0 they
+#: are 0.0 for every head: a record of garbage. The paper's batch has 2000 of 2000 valid.
+MIN_VALID_FRACTION = 0.5
+
+
+class InputError(ValueError):
+    """Bad input: the message says what was wrong, what is allowed and what to do.
+
+    ``headwatch`` exits 2 on it; under pytest it is a usage error (exit 4). Every error headwatch
+    raises about what a user gave (panels, checkpoints, records, folders) derives from it.
+    """
+
+
+# ---- one value ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What one value may be: its type, bounds or choices, and that phrase for messages."""
+
+    kind: type  # int, float, str or bool
+    allowed: str  # e.g. "an integer >= 1": completes "allowed: ..."
+    min: float | None = None
+    max: float | None = None
+    #: min is exclusive (a number > min) rather than inclusive.
+    above: bool = False
+    choices: tuple[str, ...] = ()
+    #: What to do about it, when there is more to say than "allowed: ...".
+    hint: str = ""
+
+    def check(self, value: Any, where: str) -> Any:
+        """``value`` if it follows the rule (ints pass as floats); InputError naming ``where`` if not."""
+        ok_type = (isinstance(value, bool) if self.kind is bool
+                   else isinstance(value, int) and not isinstance(value, bool) if self.kind is int
+                   else isinstance(value, (int, float)) and not isinstance(value, bool) if self.kind is float
+                   else isinstance(value, self.kind))
+        if not ok_type:
+            self._fail(value, where, f"a {type(value).__name__}")
+        if self.kind is float and not math.isfinite(value):
+            self._fail(value, where, "not a finite number")
+        if self.min is not None and (value <= self.min if self.above else value < self.min):
+            self._fail(value, where)
+        if self.max is not None and value > self.max:
+            self._fail(value, where)
+        if self.choices and value not in self.choices:
+            self._fail(value, where)
+        return float(value) if self.kind is float else value
+
+    def _fail(self, value: Any, where: str, why: str = "") -> None:
+        got = f"{value!r}" + (f" ({why})" if why else "")
+        raise InputError(f"{where}: got {got}; allowed: {self.allowed}" + (f". {self.hint}" if self.hint else ""))
+
+    def parse(self, text: str) -> Any:
+        """The value of a command-line string (for argparse's ``type=``)."""
+        if self.kind is int:
+            try:
+                return int(text)
+            except ValueError:
+                raise InputError(f"{text!r} is not an integer; allowed: {self.allowed}") from None
+        if self.kind is float:
+            try:
+                return float(text)
+            except ValueError:
+                raise InputError(f"{text!r} is not a number; allowed: {self.allowed}") from None
+        return text
+
+
+def integer(min: int | None = None, max: int | None = None, allowed: str = "", hint: str = "") -> Rule:
+    if not allowed:
+        allowed = ("an integer" + (f" >= {min}" if min is not None else "")
+                   + (f" and <= {max}" if max is not None else ""))
+    return Rule(int, allowed, min=min, max=max, hint=hint)
+
+
+def number(min: float | None = None, *, above: bool = False, max: float | None = None, allowed: str = "") -> Rule:
+    if not allowed:
+        bound = "" if min is None else f" {'>' if above else '>='} {min:g}"
+        allowed = f"a finite number{bound}" + (f" and <= {max:g}" if max is not None else "")
+    return Rule(float, allowed, min=min, max=max, above=above)
+
+
+def one_of(choices: tuple[str, ...]) -> Rule:
+    return Rule(str, "one of " + ", ".join(repr(c) for c in choices), choices=choices)
+
+
+BOOLEAN = Rule(bool, "true or false")
+TEXT = Rule(str, "a string")
+NONEMPTY_TEXT = Rule(str, "a non-empty string", hint="")
+SEED = integer(0, MAX_SEED, allowed=f"an integer from 0 to {MAX_SEED} (numpy's RandomState)")
+POSITIVE_INT = integer(1)
+TOKENS = number(0, allowed="a finite number of tokens >= 0")
+POSITIVE_TOKENS = number(0, above=True, allowed="a finite number of tokens > 0")
+
+
+def nonempty_text(value: Any, where: str) -> str:
+    """A string with something in it (names, folders, revisions)."""
+    TEXT.check(value, where)
+    if not value.strip():
+        raise InputError(f"{where}: got an empty string; allowed: {NONEMPTY_TEXT.allowed}")
+    return value
+
+
+# ---- probe settings (ProbeSettings fields) --------------------------------------------------
+
+#: One rule per ``headwatch.probes.record.ProbeSettings`` field (a test checks that they match).
+PROBE_RULES: dict[str, Rule] = {
+    "n_examples": integer(1),
+    "seq_len": integer(MIN_SEQ_LEN, hint="The planted pair sits at positions [20, T//2) (docs/SPEC.md §1)"),
+    "vocab_lo": integer(0, allowed="a token id >= 0"),
+    "vocab_hi": integer(1, allowed="a token id >= 1 (exclusive upper end of the ids drawn)"),
+    "seed": SEED,
+    "n_pr": integer(1, allowed="an integer >= 1 and <= the number of examples"),
+    "batch_size": integer(1),
+    "dtype": one_of(DTYPES),
+    "baseline_positions": integer(1),
+    "baseline_seed": SEED,
+    "label_threshold": number(0),
+    "induction_threshold": number(0),
+    "previous_token_threshold": number(0),
+    "bos_threshold": number(0),
+    "ablation": BOOLEAN,
+    "ablation_seed": SEED,
+}
+
+#: How the CLI spells a setting (``headwatch measure`` flags); others are named by field.
+CLI_FLAGS: dict[str, str] = {
+    "n_examples": "--n-examples", "n_pr": "--n-pr", "batch_size": "--batch-size", "seq_len": "--seq-len",
+    "vocab_lo": "--vocab-lo", "vocab_hi": "--vocab-hi", "dtype": "--dtype",
+}
+
+
+def expected_valid_fraction(seq_len: int, vocab_lo: int, vocab_hi: int) -> float:
+    """The expected share of valid examples (b once in tokens[:-1]) of docs/SPEC.md §1's generator.
+
+    With V ids, a free position holds b after the generator's two redraw passes with probability
+    q = (V + 1) / V**3 (drawn as b, or as a and redrawn to b; then redrawn once and b again); the
+    T - 3 free positions before the query must all miss it: (1 - q) ** (T - 3). Computed before any
+    batch is generated; the measured share is recorded as ``n_examples_valid``.
+    """
+    v = vocab_hi - vocab_lo
+    if v < 2:
+        return 0.0
+    q = (v + 1) / v**3
+    return (1.0 - q) ** max(seq_len - 3, 0)
+
+
+def min_vocab_range(seq_len: int, fraction: float = MIN_VALID_FRACTION) -> int:
+    """The smallest number of token ids whose expected valid share at ``seq_len`` reaches ``fraction``."""
+    v = 2
+    while expected_valid_fraction(seq_len, 0, v) < fraction:
+        v += 1
+    return v
+
+
+def _with_defaults(values: Mapping[str, Any]) -> dict[str, Any]:
+    import dataclasses
+
+    from headwatch.probes.record import ProbeSettings  # the record imports this module
+
+    defaults = {f.name: f.default for f in dataclasses.fields(ProbeSettings)}
+    return {**defaults, **values}
+
+
+def check_probe_settings(values: Mapping[str, Any], name: Callable[[str], str] = str) -> None:
+    """Check every given field against :data:`PROBE_RULES`, then the rules that tie fields together.
+
+    ``values`` may be partial (a panel's ``[models.probe]``): missing fields take ProbeSettings'
+    defaults for the cross-field rules. ``name(field)`` is how the user spelled the field in
+    messages (``--n-pr``, ``panel 'p', model 'm': probe.n_pr``).
+    """
+    for key, value in values.items():
+        if key in PROBE_RULES:
+            PROBE_RULES[key].check(value, name(key))
+    s = _with_defaults(values)
+    # Only an n_pr the user gave can contradict n_examples; a default one is capped at the batch
+    # (PanelModel.settings_for, headwatch measure), and the record says what was used.
+    if "n_pr" in values and s["n_pr"] > s["n_examples"]:
+        raise InputError(
+            f"{name('n_pr')}: got {s['n_pr']}, more than the {s['n_examples']} examples of the batch "
+            f"({name('n_examples')}); allowed: 1 to {s['n_examples']}")
+    needed = s["baseline_positions"] + BASELINE_EXCLUDED
+    if s["seq_len"] < needed:
+        raise InputError(
+            f"{name('seq_len')}: got {s['seq_len']}; the screen's baseline needs {s['baseline_positions']} "
+            f"distinct positions in 1..T-7 (docs/SPEC.md §2), so allowed: >= {needed}")
+    check_batch_settings(s, name)
+
+
+def check_batch_settings(values: Mapping[str, Any], name: Callable[[str], str] = str) -> None:
+    """The rules of the induction batch alone (docs/SPEC.md §1): sizes, seeds, and a token range
+    that leaves enough valid examples. ``values`` must hold n_examples, seq_len, vocab_lo, vocab_hi."""
+    for key in ("n_examples", "seq_len", "vocab_lo", "vocab_hi", "seed"):
+        if key in values:
+            PROBE_RULES[key].check(values[key], name(key))
+    lo, hi, seq_len = values["vocab_lo"], values["vocab_hi"], values["seq_len"]
+    if hi - lo < 2:
+        raise InputError(
+            f"{name('vocab_lo')}/{name('vocab_hi')}: the range [{lo}, {hi}) holds {max(hi - lo, 0)} token id(s); "
+            "allowed: at least 2 (the planted pair a, b are two distinct ids), and enough for valid examples")
+    share = expected_valid_fraction(seq_len, lo, hi)
+    if share < MIN_VALID_FRACTION:
+        width = min_vocab_range(seq_len)
+        raise InputError(
+            f"{name('vocab_lo')}/{name('vocab_hi')}: [{lo}, {hi}) at sequence length {seq_len} leaves about "
+            f"{share:.1%} of the examples valid (b must occur once before the query); allowed: a range whose "
+            f"expected valid share is >= {MIN_VALID_FRACTION:.0%}, i.e. at least {width} ids at this length "
+            f"(e.g. vocab_hi = vocab_lo + {width}), or a shorter sequence")
+
+
+def check_settings_for_model(settings: Any, config: Any, what: str, name: Callable[[str], str] = str) -> None:
+    """The rules that need the model: token ids inside its vocabulary, the sequence inside its positions.
+
+    ``settings``: a ProbeSettings; ``config``: the model's config (a transformers config or the dict
+    of its config.json). Called after reading config.json, before any weights.
+    """
+    def get(key: str) -> Any:
+        return config.get(key) if isinstance(config, Mapping) else getattr(config, key, None)
+
+    vocab = get("vocab_size")
+    if isinstance(vocab, int) and settings.vocab_hi > vocab:
+        raise InputError(
+            f"{name('vocab_hi')}: got {settings.vocab_hi}, beyond {what}'s vocabulary of {vocab} ids; "
+            f"allowed: <= {vocab}")
+    positions = get("max_position_embeddings")
+    if isinstance(positions, int) and settings.seq_len > positions:
+        raise InputError(
+            f"{name('seq_len')}: got {settings.seq_len}, beyond the {positions} positions {what} was built for "
+            f"(max_position_embeddings); allowed: <= {positions}")
+
+
+def argtype(rule: Rule | str | Callable[[Any, str], Any], flag: str = "") -> Callable[[str], Any]:
+    """An argparse ``type=`` for ``rule`` (a Rule, a ProbeSettings field name, or a checker
+    ``f(value, where)``): parses and checks at once, so argparse reports a bad value as a usage
+    error (``headwatch`` exit 2, pytest's 4) before anything runs, with the rule's message."""
+    rule = PROBE_RULES[rule] if isinstance(rule, str) else rule
+
+    def parse(text: str) -> Any:
+        try:
+            if isinstance(rule, Rule):
+                return rule.check(rule.parse(text), flag or "value")
+            return rule(text, flag or "value")
+        except InputError as e:
+            raise argparse.ArgumentTypeError(str(e).removeprefix(f"{flag}: ") if flag else str(e)) from None
+
+    parse.__name__ = rule.kind.__name__ if isinstance(rule, Rule) else getattr(rule, "__name__", "value")
+    return parse
+
+
+# ---- panel values -----------------------------------------------------------------------------
+
+
+def step_pattern(value: Any, where: str) -> str:
+    """A regular expression whose first group captures a revision's step number as digits."""
+    TEXT.check(value, where)
+    try:
+        compiled = re.compile(value)
+    except re.error as e:
+        raise InputError(f"{where}: {value!r} is not a regular expression ({e}); allowed: a regex whose "
+                         r"first group captures the step digits, e.g. 'step(\d+)'") from None
+    if compiled.groups < 1:
+        raise InputError(f"{where}: {value!r} has no group; allowed: a regex whose first group captures the "
+                         r"step digits, e.g. 'step(\d+)'")
+    return value
+
+
+def claim_key(key: str, revisions: tuple[str, ...] | None, where: str) -> None:
+    """An ``xfail`` key: a claim (``F4``) or a claim at one of the model's revisions (``F1@step1200``)."""
+    claim, _, revision = key.partition("@")
+    if claim not in CLAIMS:
+        raise InputError(f"{where}: {key!r} names no claim; allowed: {', '.join(CLAIMS)}, or CLAIM@REVISION")
+    if revision and revisions is not None and revision not in revisions:
+        raise InputError(f"{where}: {key!r} names revision {revision!r}, which the model does not list; "
+                         f"allowed: one of its revisions ({', '.join(revisions)})")
+
+
+# ---- command-line values ------------------------------------------------------------------------
+
+_DEVICE_RE = re.compile(r"auto|cpu|mps|cuda(:\d+)?")
+DEVICE = Rule(str, "cpu, cuda, cuda:N, mps or auto")
+
+
+def device(value: str, where: str = "--device") -> str:
+    """A torch device name headwatch can place a model on (whether it exists is checked when used)."""
+    text = (value or "").strip().lower()
+    if not _DEVICE_RE.fullmatch(text):
+        DEVICE._fail(value, where)
+    return text
+
+
+def finite_tokens(value: float | None, where: str) -> float | None:
+    """Tokens seen as a user states them: None (unknown) or a finite number >= 0."""
+    return None if value is None else TOKENS.check(value, where)
+
+
+# ---- data read from files (records, reference folders) -------------------------------------------
+
+
+def from_data(tp: Any, value: Any, where: str, rule: Rule | None = None) -> Any:
+    """``value`` (parsed JSON) checked against the type hint ``tp`` and built into it.
+
+    Data-driven: a dataclass is checked field by field from its own type hints (one description of
+    the fields, the class itself), so a field added to a record is validated with no further code.
+    A field without a default is required; a key the class does not know is ignored (files written
+    by a newer headwatch stay readable). Floats must be finite. ``rule`` (a dataclass field's
+    ``metadata["rule"]``, or its entry in the class's ``FIELD_RULES`` mapping) further bounds every
+    number or string inside that field. Lists become
+    tuples where the hint says tuple. InputError names the path to the bad value.
+    """
+    import dataclasses
+    import types
+    import typing
+
+    if tp in _BASE_RULES:  # the leaves: most of a record, so checked first
+        checked = _BASE_RULES[tp].check(value, where)
+        return rule.check(checked, where) if rule is not None else checked
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        options = typing.get_args(tp)
+        if value is None and type(None) in options:
+            return None
+        errors = []
+        for option in (o for o in options if o is not type(None)):
+            try:
+                return from_data(option, value, where, rule)
+            except InputError as e:
+                errors.append(str(e))
+        raise InputError(errors[0] if len(errors) == 1 else
+                         f"{where}: got {_short(value)}; allowed: {' or '.join(_describe(o) for o in options)}")
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, Mapping):
+            raise InputError(f"{where}: got {_short(value)}; allowed: an object with keys "
+                             f"{', '.join(f.name for f in dataclasses.fields(tp))}")
+        hints = _type_hints(tp)
+        kwargs = {}
+        for f in dataclasses.fields(tp):
+            if not f.init:
+                continue
+            required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+            if f.name not in value:
+                if required:
+                    raise InputError(f"{where}: the required key {f.name!r} is missing")
+                continue
+            rule_of = f.metadata.get("rule") or getattr(tp, "FIELD_RULES", {}).get(f.name)
+            kwargs[f.name] = from_data(hints[f.name], value[f.name], f"{where}.{f.name}", rule_of)
+        return tp(**kwargs)
+    if origin in (dict, Mapping) or tp is dict:
+        key_tp, value_tp = typing.get_args(tp) or (Any, Any)
+        if not isinstance(value, Mapping):
+            raise InputError(f"{where}: got {_short(value)}; allowed: an object")
+        return {from_data(key_tp, k, f"{where} key", None): from_data(value_tp, v, f"{where}[{k!r}]", rule)
+                for k, v in value.items()}
+    if origin in (list, tuple) or tp in (list, tuple):
+        args = typing.get_args(tp)
+        item_tp = args[0] if args else Any
+        if not isinstance(value, (list, tuple)):
+            raise InputError(f"{where}: got {_short(value)}; allowed: a list")
+        items = [from_data(item_tp, v, f"{where}[{i}]", rule) for i, v in enumerate(value)]
+        return tuple(items) if origin is tuple or tp is tuple else items
+    raise TypeError(f"from_data cannot check type {tp!r} at {where}")  # a programming error, not input
+
+
+_BASE_RULES: dict[type, Rule] = {int: Rule(int, "an integer"), float: Rule(float, "a finite number"),
+                                  str: Rule(str, "a string"), bool: Rule(bool, "true or false")}
+
+
+@functools.lru_cache(maxsize=None)
+def _type_hints(cls: type) -> dict[str, Any]:
+    """A dataclass's resolved field types, once per class (resolving is most of the cost of a read)."""
+    import typing
+
+    return typing.get_type_hints(cls)
+
+
+def _describe(tp: Any) -> str:
+    return {int: "an integer", float: "a finite number", str: "a string", bool: "true or false",
+            type(None): "null"}.get(tp, getattr(tp, "__name__", str(tp)))
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

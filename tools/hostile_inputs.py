@@ -1,0 +1,941 @@
+"""Hostile and careless inputs, tried against a headwatch checkout: the catalogue docs/hostile-inputs.md.
+
+Each :class:`Case` is one thing a careless user does (a CLI argument, a panel value, a pytest
+option, an environment variable, a broken checkpoint or record file, a kill -9 mid-write), the
+behaviour headwatch should show (refuse it with a clear message and a given exit code, or handle
+it correctly), and the test of the suite that covers it. ``run`` tries every case against one
+checkout (its own virtual environment, offline, tiny models only) and writes what happened;
+``render`` writes the catalogue from a run on main's code (before) and one on this branch (after)::
+
+    python tools/hostile_inputs.py base /tmp/hostile-base              # the shared inputs, once
+    python tools/hostile_inputs.py run --checkout /tmp/hw-main --base /tmp/hostile-base --out before.json
+    python tools/hostile_inputs.py run --checkout . --base /tmp/hostile-base --out after.json
+    python tools/hostile_inputs.py render before.json after.json --out docs/hostile-inputs.md
+
+Outcomes: ``ok`` (correct behaviour), ``refused`` (a clear message naming what was wrong, no
+traceback, the expected exit code), ``unclear`` (refused, but the message does not say what was
+wrong, or the exit code is not the documented one), ``traceback`` (a traceback or INTERNALERROR),
+``silent`` (the bad input was accepted: exit 0, a record written, or claims judged on it; or a
+wrong result). Not shipped; needs only the standard library (the checkout's venv does the work).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+TRACEBACK = ("Traceback (most recent call last)", "INTERNALERROR")
+#: pytest's own rendering of an exception that is not an assertion (a fixture or test that crashed).
+PYTEST_EXCEPTION = re.compile(r"^E\s+(?!AssertionError)[\w.]*(Error|Exception|Interrupt)\b", re.M)
+#: Signs that a run accepted its input and judged or measured anyway.
+RAN = re.compile(r"(^|\n)== |\b\d+ (passed|failed)\b|\bwrote\b")
+
+
+@dataclass
+class Result:
+    code: int | None
+    out: str
+    seconds: float
+    timed_out: bool = False
+    note: str = ""
+
+
+@dataclass
+class Case:
+    id: str
+    kind: str
+    what: str  # what the careless user did
+    argv: list[str]  # "headwatch ..." or "pytest ..."; {ws} {base} {co} are filled in
+    expect: str = "refuse"  # "refuse" | "ok"
+    exit: int | tuple[int, ...] = 2  # the exit status after the fix (a tuple: any of them)
+    says: tuple[str, ...] = ()  # a clear message contains each (case-insensitive)
+    test: str = ""  # the test that covers it (tests/...::name)
+    setup: Callable[[Path, Path], None] | None = None  # (ws, base)
+    check: Callable[[Path, Result], str | None] | None = None  # ok cases: a problem, or None
+    env: dict[str, str] = field(default_factory=dict)
+    umask: int | None = None
+    timeout: float = 240.0
+    #: A timeout means the command went on with what it should not do (train, say): "silent".
+    timeout_is_silent: bool = False
+    custom: Callable[["Case", Path, Path, dict], Result] | None = None  # runs the case itself
+
+
+# ---- shared inputs (built once with any headwatch venv) ---------------------------------------------
+
+BASE_SCRIPT = r'''
+import json, shutil, sys
+from pathlib import Path
+import torch
+from safetensors.torch import load_file, save_file
+from headwatch.fixtures.tiny import tiny_model
+from headwatch.fixtures.hubcache import save_revision
+base = Path(sys.argv[1])
+for i, rev in enumerate(["step0", "step100", "step1000"]):
+    tiny_model("gpt_neox", seed=i, attn_implementation="eager").save_pretrained(base / "run" / rev)
+save_revision(base / "hub", "tiny-org/neox", "step0", tiny_model("gpt_neox", seed=0))
+for t in ("gpt_neox", "olmo", "olmoe"):
+    tiny_model(t, seed=0, attn_implementation="eager").save_pretrained(base / "tiny" / t)
+V = base / "variants"
+from headwatch.fixtures.tiny import BROKEN_CHECKPOINTS, save_broken_checkpoint
+for kind in BROKEN_CHECKPOINTS:
+    save_broken_checkpoint(V / kind, kind)
+tiny_model("gpt_neox", seed=0, attn_implementation="eager").save_pretrained(V / "tied-no-head")
+from safetensors.torch import load_file as _lf
+_sd = _lf(str(V / "tied-no-head" / "model.safetensors")); _sd.pop("embed_out.weight")
+save_file(_sd, str(V / "tied-no-head" / "model.safetensors"), metadata={"format": "pt"})
+_c = json.loads((V / "tied-no-head" / "config.json").read_text()); _c["tie_word_embeddings"] = True
+(V / "tied-no-head" / "config.json").write_text(json.dumps(_c))
+d = V / "pickle-only"; tiny_model("gpt_neox", seed=0).save_pretrained(d); (d / "model.safetensors").unlink(); (d / "pytorch_model.bin").write_bytes(b"\x80\x04pickle")
+d = V / "no-config"; tiny_model("gpt_neox", seed=0).save_pretrained(d); (d / "config.json").unlink()
+d = V / "gpt2"; d.mkdir()
+from transformers import GPT2Config, GPT2LMHeadModel
+GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=4, n_embd=64, vocab_size=300, n_positions=512)).save_pretrained(d)
+print("base ready")
+'''
+
+
+def build_base(base: Path, python: str) -> None:
+    """Tiny checkpoints (good and broken), a Hub-format cache and a reference copy under ``base``."""
+    if (base / "ready").exists():
+        return
+    shutil.rmtree(base, ignore_errors=True)
+    base.mkdir(parents=True)
+    subprocess.run([python, "-c", BASE_SCRIPT, str(base)], check=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    (base / "ready").write_text("")
+
+
+# ---- helpers the cases use ----------------------------------------------------------------------------
+
+MEASURE = ["headwatch", "measure", "--n-examples", "8", "--n-pr", "8", "--seq-len", "64", "--vocab-lo", "10",
+           "--vocab-hi", "300", "--batch-size", "4", "--device", "cpu"]
+LOCAL = MEASURE + ["--model", "{base}/run/step0"]
+PYTEST_BARE = ["pytest", "{co}/claims", "-q", "-p", "no:cacheprovider"]
+PYTEST = PYTEST_BARE + ["--cache-dir", "{ws}/cache"]
+
+REF_PANEL = """\
+[panel]
+name = "hostile"
+[[models]]
+name = "pythia-1b"
+repo = "EleutherAI/pythia-1b"
+source = "reference"
+revisions = ["step1", "step256", "step3000", "step143000"]
+tokens = { per_step = 2097152 }
+[models.expect]
+bos_shape = "ramp"
+"""
+
+LOCAL_PANEL = """\
+[panel]
+name = "hostile-local"
+[[models]]
+name = "tiny"
+repo = "{base}/run"
+source = "local"
+revisions = ["step0", "step100"]
+tokens = { per_step = 1000 }
+[models.probe]
+n_examples = 16
+n_pr = 16
+seq_len = 64
+vocab_lo = 10
+vocab_hi = 300
+batch_size = 8
+"""
+
+
+def panel(text: str, replace: dict[str, str] | None = None, append: str = "", template: str = REF_PANEL):
+    """A setup writing ``{ws}/p.toml`` from a template with lines replaced (``key = ...`` lines by key)."""
+    def setup(ws: Path, base: Path) -> None:
+        body = template.replace("{base}", str(base))
+        for key, line in (replace or {}).items():
+            pattern = re.compile(rf"^{re.escape(key)} = .*$", re.M)
+            body = pattern.sub(line.replace("\\", "\\\\"), body, count=1) if pattern.search(body) else body + line + "\n"
+        (ws / "p.toml").write_text(body + append)
+    setup.__doc__ = text
+    return setup
+
+
+def files(**contents: str | bytes):
+    """A setup writing files under the workspace (paths relative to it; {base} filled in)."""
+    def setup(ws: Path, base: Path) -> None:
+        for rel, data in contents.items():
+            p = ws / rel.replace("__", "/")
+            p.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(data, bytes):
+                p.write_bytes(data)
+            else:
+                p.write_text(data.replace("{base}", str(base)))
+    return setup
+
+
+def reference_copy(edit: Callable[[Path], None] | None = None, model: str = "EleutherAI--pythia-1b"):
+    """A setup copying one published model into ``{ws}/ref`` and editing it."""
+    def setup(ws: Path, base: Path) -> None:
+        src = base / "published" / model
+        shutil.copytree(src, ws / "ref" / model)
+        if edit:
+            edit(ws / "ref" / model)
+    return setup
+
+
+def edit_json(name: str, fn: Callable[[dict], None]):
+    def edit(folder: Path) -> None:
+        p = folder / name
+        d = json.loads(p.read_text())
+        fn(d)
+        p.write_text(json.dumps(d))
+    return edit
+
+
+def raw_edit(name: str, fn: Callable[[str], str]):
+    def edit(folder: Path) -> None:
+        p = folder / name
+        p.write_text(fn(p.read_text()))
+    return edit
+
+
+def _nan(text: str) -> str:
+    return re.sub(r'"induction": [0-9.e+-]+', '"induction": NaN', text, count=1)
+
+
+def _second_copy(folder: Path) -> None:
+    shutil.copytree(folder, folder.parent / "copy")
+    edit_json("step143000.json", sel("L0_H1", "first-token", 500.0))(folder.parent / "copy")
+
+
+def sel(head: str, cls: str, value):
+    return lambda d: d["all_head_selectivity"][head].__setitem__(cls, value)
+
+
+def mode_of(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def expect_mode(rel: str, mode: int, dirs: dict[str, int] | None = None):
+    def check(ws: Path, res: Result) -> str | None:
+        p = ws / rel
+        if not p.exists():
+            return f"{rel} was not written"
+        if mode_of(p) != mode:
+            return f"{rel} is {oct(mode_of(p))}, the umask asks for {oct(mode)}"
+        for d, m in (dirs or {}).items():
+            matches = sorted(ws.glob(d))
+            if not matches:
+                return f"no {d}"
+            bad = [f"{x.relative_to(ws)} {oct(mode_of(x))}" for x in matches if mode_of(x) != m]
+            if bad:
+                return f"{', '.join(bad[:3])}: the umask asks for {oct(m)}"
+        return None
+    return check
+
+
+def tree_modes(pattern: str, mode: int):
+    def check(ws: Path, res: Result) -> str | None:
+        found = [p for p in ws.glob(pattern) if p.is_file() and not p.name.endswith(".lock")]
+        if not found:
+            return f"nothing matches {pattern}"
+        bad = [f"{p.relative_to(ws)} {oct(mode_of(p))}" for p in found if mode_of(p) != mode]
+        return f"{', '.join(bad[:3])}: the umask asks for {oct(mode)}" if bad else None
+    return check
+
+
+def record_ok(rel: str = "o.json", **want):
+    def check(ws: Path, res: Result) -> str | None:
+        p = ws / rel
+        if not p.is_file():
+            return f"{rel} was not written"
+        d = json.loads(p.read_text())
+        for k, v in want.items():
+            got = d["settings"].get(k, d.get(k))
+            if got != v:
+                return f"{k} recorded as {got!r}, expected {v!r}"
+        return None
+    return check
+
+
+def stdout_json(ws: Path, res: Result) -> str | None:
+    try:
+        json.loads(res.note or "")
+    except ValueError:
+        return "stdout is not the JSON record alone"
+    return None if not (ws / "-").exists() else "wrote a file named '-'"
+
+
+def still_symlink(rel: str):
+    def check(ws: Path, res: Result) -> str | None:
+        return None if (ws / rel).is_symlink() else f"{rel} (a symlink) was replaced"
+    return check
+
+
+def nothing_written(*rels: str):
+    def check(ws: Path, res: Result) -> str | None:
+        return next((f"{r} was written" for r in rels if (ws / r).exists()), None)
+    return check
+
+
+# ---- the cases ------------------------------------------------------------------------------------------
+
+W = "Checkpoint weights and files (`headwatch measure` on a local folder)"
+S = "Probe settings (`headwatch measure` arguments)"
+L = "Where the checkpoint is (`headwatch measure --model/--revision`)"
+O = "Output paths (`--out`, `--json`)"
+P = "Panel files (`pytest claims --panel FILE`, `headwatch judge --panel FILE`)"
+T = "pytest options"
+R = "Reference folders and records on disk (`--reference-dir`, cache entries)"
+E = "Environment variables"
+J = "`headwatch judge` / `headwatch report` / `headwatch organisms`"
+X = "Exit codes, file modes, interruptions"
+
+TL = "tests/test_failloud_loading.py"
+TS = "tests/test_failloud_settings.py"
+TP = "tests/test_failloud_panels.py"
+TO = "tests/test_failloud_outputs.py"
+TR = "tests/test_failloud_records.py"
+TX = "tests/test_failloud_exits.py"
+
+
+def _cases() -> list[Case]:
+    c: list[Case] = []
+    add = c.append
+
+    # -- weights and files
+    def w(id, variant, what, expect="refuse", says=(), test="test_weights_that_do_not_cover_the_model_are_refused", **kw):
+        add(Case(id, W, what, MEASURE + ["--model", "{base}/variants/" + variant, "--out", "{ws}/o.json"],
+                 expect=expect, exit=2 if expect == "refuse" else 0, says=says, test=f"{TL}::{test}",
+                 check=record_ok() if expect == "ok" else nothing_written("o.json"), **kw))
+    w("w-no-lm-head", "no-lm-head", "a checkpoint saved without its LM head (embed_out)", says=("lm_head", "random"))
+    w("w-config-more-layers", "config-more-layers", "config.json says 3 layers, the weights hold 2", says=("layers.2", "not in the checkpoint"))
+    w("w-config-fewer-layers", "config-fewer-layers", "config.json says 1 layer, the weights hold 2", says=("layers.1", "no place"))
+    w("w-config-wider", "config-wider-mlp", "config.json's intermediate_size does not match the weights", says=("shape", "dense_h_to_4h"))
+    w("w-olmoe-expert", "olmoe-expert-missing", "an OLMoE checkpoint missing one expert's matrices", says=("experts", "shape"))
+    w("w-extra-tensor", "extra-tensor", "a checkpoint with a tensor the model has no place for", says=("extra.weight",))
+    w("w-tied-head-absent", "tied-no-head", "tied embeddings, LM head legitimately absent from the file", expect="ok",
+      test="test_tied_weights_legitimately_absent_load")
+    w("w-truncated", "truncated", "model.safetensors cut in half (an interrupted copy)", says=("model.safetensors", "truncated"),
+      test="test_damaged_weight_files_are_named")
+    w("w-garbage", "garbage-weights", "model.safetensors is not safetensors at all", says=("model.safetensors",),
+      test="test_damaged_weight_files_are_named")
+    w("w-empty", "empty-weights", "model.safetensors is an empty file", says=("model.safetensors",),
+      test="test_damaged_weight_files_are_named")
+    w("w-pickle", "pickle-only", "only a pickle (pytorch_model.bin), no safetensors", says=("safetensors", "bin"),
+      test="test_damaged_weight_files_are_named")
+    w("w-config-not-json", "config-not-json", "config.json is not JSON", says=("config.json",), test="test_bad_configs_are_refused_before_the_weights")
+    w("w-config-unknown-type", "config-unknown-type", "config.json names a model_type transformers does not know",
+      says=("config.json", "nosuchmodel"), test="test_bad_configs_are_refused_before_the_weights")
+    w("w-gpt2", "gpt2", "a GPT-2 checkpoint (an architecture headwatch has no row for)", says=("gpt2", "architecture"),
+      test="test_bad_configs_are_refused_before_the_weights")
+    w("w-shard-missing", "shard-missing", "a sharded checkpoint with one shard file missing", says=("model-00002-of-00002.safetensors",),
+      test="test_damaged_weight_files_are_named")
+    w("w-no-config", "no-config", "a checkpoint folder without config.json (and no --revision)", says=("config.json",),
+      test="test_bad_configs_are_refused_before_the_weights")
+
+    # -- probe settings
+    def s(id, args, what, says, expect="refuse", test="test_cli_probe_settings_are_refused_before_loading", check=None):
+        add(Case(id, S, what, LOCAL + ["--out", "{ws}/o.json"] + args, expect=expect, exit=2 if expect == "refuse" else 0,
+                 says=says, test=f"{TS}::{test}", check=check or (nothing_written("o.json") if expect == "refuse" else record_ok())))
+    s("s-n-pr-0", ["--n-pr", "0"], "`--n-pr 0` (PR would be 1.0 for every head)", ("--n-pr",))
+    s("s-n-pr-negative", ["--n-pr", "-5"], "`--n-pr -5`", ("--n-pr",))
+    s("s-n-pr-above-n", ["--n-pr", "9"], "`--n-pr 9` with `--n-examples 8`", ("--n-pr", "8"))
+    s("s-n-examples-0", ["--n-examples", "0"], "`--n-examples 0`", ("--n-examples",))
+    s("s-n-examples-negative", ["--n-examples", "-3"], "`--n-examples -3`", ("--n-examples",))
+    s("s-n-examples-text", ["--n-examples", "abc"], "`--n-examples abc`", ("--n-examples",))
+    s("s-n-pr-float", ["--n-pr", "2.5"], "`--n-pr 2.5`", ("--n-pr",))
+    s("s-batch-0", ["--batch-size", "0"], "`--batch-size 0`", ("--batch-size",))
+    s("s-batch-negative", ["--batch-size", "-2"], "`--batch-size -2`", ("--batch-size",))
+    s("s-seq-10", ["--seq-len", "10"], "`--seq-len 10`", ("--seq-len",))
+    s("s-seq-30", ["--seq-len", "30"], "`--seq-len 30` (24..41: the planted pair does not fit)", ("--seq-len",))
+    s("s-seq-50", ["--seq-len", "50"], "`--seq-len 50` (too short for 50 baseline positions)", ("--seq-len", "baseline"))
+    s("s-seq-beyond-positions", ["--seq-len", "600"], "`--seq-len 600` on a model with 512 positions", ("--seq-len", "512"),
+      test="test_settings_that_do_not_fit_the_model_are_refused_before_the_weights")
+    s("s-vocab-lo-negative", ["--vocab-lo", "-5"], "`--vocab-lo -5`", ("--vocab-lo",))
+    s("s-vocab-3-ids", ["--vocab-lo", "10", "--vocab-hi", "13"], "a vocabulary range of 3 ids (no valid example)", ("--vocab-hi", "valid"))
+    s("s-vocab-8-ids", ["--vocab-lo", "10", "--vocab-hi", "18"], "a vocabulary range of 8 ids (a third of the examples valid)", ("valid",))
+    s("s-vocab-1-id", ["--vocab-lo", "100", "--vocab-hi", "101"], "a vocabulary range of 1 id", ("--vocab-hi",))
+    s("s-vocab-inverted", ["--vocab-lo", "200", "--vocab-hi", "100"], "`--vocab-lo 200 --vocab-hi 100`", ("--vocab-hi",))
+    s("s-vocab-beyond-model", ["--vocab-hi", "400"], "`--vocab-hi 400` on a 300-token model", ("--vocab-hi", "300"),
+      test="test_settings_that_do_not_fit_the_model_are_refused_before_the_weights")
+    s("s-tokens-negative", ["--tokens-seen", "-1"], "`--tokens-seen -1`", ("--tokens-seen",))
+    s("s-tokens-nan", ["--tokens-seen", "nan"], "`--tokens-seen nan`", ("--tokens-seen",))
+    s("s-tokens-inf", ["--tokens-seen", "inf"], "`--tokens-seen inf`", ("--tokens-seen",))
+    s("s-device-gpu", ["--device", "gpu"], "`--device gpu`", ("--device",))
+    s("s-device-cuda", ["--device", "cuda"], "`--device cuda` on a machine without a GPU", ("cuda",))
+    s("s-dtype-64", ["--dtype", "float64"], "`--dtype float64`", ("--dtype",))
+    s("s-n-examples-only", ["--n-examples", "6", "--n-pr", "6"], "`--n-examples 6 --n-pr 6` (small, consistent)", (),
+      expect="ok", check=record_ok(n_pr=6, n_examples=6))
+    add(Case("s-n-pr-default-capped", S, "`--n-examples 8` without `--n-pr` (the default 500 must not be recorded)",
+             ["headwatch", "measure", "--n-examples", "8", "--seq-len", "64", "--vocab-lo", "10", "--vocab-hi", "300",
+              "--batch-size", "4", "--device", "cpu", "--model", "{base}/run/step0", "--out", "{ws}/o.json"],
+             expect="ok", exit=0, check=record_ok(n_pr=8), test=f"{TS}::test_default_n_pr_is_capped_and_recorded_as_used"))
+
+    # -- where the checkpoint is
+    def l(id, args, what, says, expect="refuse", test="test_checkpoint_locations_are_checked"):
+        add(Case(id, L, what, MEASURE + args + ["--out", "{ws}/o.json"], expect=expect, exit=2 if expect == "refuse" else 0,
+                 says=says, test=f"{TS}::{test}", env={"HF_HUB_OFFLINE": "1"},
+                 check=record_ok() if expect == "ok" else nothing_written("o.json")))
+    l("l-missing-folder", ["--model", "./runs/nope"], "`--model ./runs/nope` (a folder that does not exist)", ("./runs/nope", "folder"))
+    l("l-missing-abs-folder", ["--model", "{ws}/gone/step0"], "`--model /abs/path/that/is/gone`", ("gone", "folder"))
+    l("l-missing-revision", ["--model", "{base}/run", "--revision", "step5"], "`--revision step5` of a local folder without it", ("step5",))
+    l("l-model-is-file", ["--model", "{base}/run/step0/config.json"], "`--model` naming a file", ("config.json",))
+    l("l-revision-with-single", ["--model", "{base}/run/step0", "--revision", "step0"], "`--revision` with a single checkpoint folder", ("--revision",))
+    l("l-empty-model", ["--model", ""], "`--model ''`", ("--model",))
+    l("l-hub-not-cached", ["--model", "tiny-org/other"], "a Hub repo id not in the local Hub cache, offline", ("tiny-org/other",))
+    l("l-hub-bad-id", ["--model", "a/b/c"], "`--model a/b/c` (neither a folder nor a repo id)", ("a/b/c",))
+    l("l-hub-cached", ["--model", "tiny-org/neox", "--revision", "step0", "--cache-dir", "{base}/hub"],
+      "a Hub repo from the local Hub cache, offline", (), expect="ok", test="test_checkpoint_locations_are_checked")
+    l("l-hub-revision-missing", ["--model", "tiny-org/neox", "--revision", "step9", "--cache-dir", "{base}/hub"],
+      "a revision the cached Hub repo does not have", ("step9",))
+
+    # -- output paths
+    def o(id, what, out_args, setup, says=(), expect="refuse", check=None, test="test_output_paths_are_checked_before_the_compute", cmd=None):
+        argv = (cmd or (LOCAL + ["--out"])) + out_args
+        add(Case(id, O, what, argv, expect=expect, exit=2 if expect == "refuse" else 0, says=says,
+                 test=f"{TO}::{test}", setup=setup, check=check))
+    o("o-dir", "`--out` is an existing folder", ["{ws}/outdir"], files(**{"outdir__keep": ""}), ("outdir", "folder"))
+    o("o-parent-file", "`--out` under a path whose parent is a file", ["{ws}/afile/o.json"], files(afile="x"), ("afile",))
+    o("o-unwritable", "`--out` in a folder no one may write (immutable)", ["{ws}/ro/o.json"], None, ("ro",))
+    o("o-symlink", "`--out` is a symlink to another file", ["{ws}/link.json"], None, ("link.json", "symlink"),
+      check=still_symlink("link.json"))
+    o("o-fifo", "`--out` is a FIFO", ["{ws}/fifo"], None, ("fifo",))
+    o("o-device", "`--out /dev/null`", ["/dev/null"], None, ("/dev/null",))
+    o("o-dash", "`--out -` (the record to stdout)", ["-"], None, expect="ok", check=stdout_json)
+    o("o-trailing-slash", "`--out newdir/` (meant a folder)", ["{ws}/newdir/"], None, ("newdir",))
+    o("o-existing-file", "`--out` an existing regular file (replaced atomically)", ["{ws}/old.json"], files(**{"old.json": "{}"}),
+      expect="ok", check=record_ok("old.json"))
+    o("o-empty", "`--out ''`", [""], None, ("--out",))
+    o("o-judge-dir", "`headwatch judge --json` naming a folder", ["{ws}/outdir"], files(**{"outdir__keep": ""}), ("--json", "folder"),
+      cmd=["headwatch", "judge", "--models", "olmo-1b", "--json"])
+    o("o-judge-symlink", "`headwatch judge --json` naming a symlink", ["{ws}/link.json"], None, ("symlink",),
+      cmd=["headwatch", "judge", "--models", "olmo-1b", "--json"], check=still_symlink("link.json"))
+    o("o-judge-fifo", "`headwatch judge --json` naming a FIFO", ["{ws}/fifo"], None, ("fifo",),
+      cmd=["headwatch", "judge", "--models", "olmo-1b", "--json"])
+    o("o-judge-unwritable", "`headwatch judge --json` in an immutable folder", ["{ws}/ro/v.json"], None, ("ro",),
+      cmd=["headwatch", "judge", "--models", "olmo-1b", "--json"])
+    o("o-judge-dash", "`headwatch judge --json -`", ["-"], None, expect="ok",
+      cmd=["headwatch", "judge", "--models", "olmo-1b", "--json"], check=lambda ws, r: None if '"models"' in r.note else "no JSON on stdout")
+    o("o-report-file", "`headwatch report --out` naming a regular file", ["{ws}/afile"], files(afile="x"), ("afile", "folder"),
+      cmd=["headwatch", "report", "--no-figures", "--out"])
+    o("o-report-unwritable", "`headwatch report --out` in an immutable folder", ["{ws}/ro/rep"], None, ("ro",),
+      cmd=["headwatch", "report", "--no-figures", "--out"])
+
+    # -- panels
+    def p(id, what, setup, says, expect="refuse", cmd=None, test="test_panel_values_are_refused_with_what_is_allowed", exit=None):
+        argv = cmd or (PYTEST + ["--panel", "{ws}/p.toml", "-k", "F2 or F4"])
+        code = exit if exit is not None else ((4 if argv[0] == "pytest" else 2) if expect == "refuse" else 0)
+        add(Case(id, P, what, argv, expect=expect, exit=code, says=says, test=f"{TP}::{test}", setup=setup))
+    pr = panel  # brevity
+    p("p-per-step-negative", "`tokens = { per_step = -2097152 }` (reverses the trajectory)", pr("", {"tokens": "tokens = { per_step = -2097152 }"}), ("per_step",))
+    p("p-per-step-zero", "`tokens = { per_step = 0 }`", pr("", {"tokens": "tokens = { per_step = 0 }"}), ("per_step",))
+    p("p-per-step-nan", "`tokens = { per_step = nan }`", pr("", {"tokens": "tokens = { per_step = nan }"}), ("per_step",))
+    p("p-per-step-inf", "`tokens = { per_step = inf }`", pr("", {"tokens": "tokens = { per_step = inf }"}), ("per_step",))
+    p("p-per-step-string", "`tokens = { per_step = \"2097152\" }`", pr("", {"tokens": 'tokens = { per_step = "2097152" }'}), ("per_step",))
+    p("p-table-negative", "a tokens table with a negative count", pr("", {"tokens": 'tokens = { table = { step1 = -5, step256 = 1, step3000 = 2, step143000 = 3 } }'}), ("table",))
+    p("p-table-nan", "a tokens table with nan", pr("", {"tokens": 'tokens = { table = { step1 = nan, step256 = 1, step3000 = 2, step143000 = 3 } }'}), ("table",))
+    p("p-revisions-empty", "`revisions = []`", pr("", {"revisions": "revisions = []"}), ("revisions", "empty"))
+    p("p-revisions-ints", "`revisions = [1, 2]`", pr("", {"revisions": "revisions = [1, 2]"}), ("revisions",))
+    p("p-revisions-string", "`revisions = \"step1\"`", pr("", {"revisions": 'revisions = "step1"'}), ("revisions",))
+    p("p-revisions-blank", "a blank revision name `\"\"`", pr("", {"revisions": 'revisions = ["step1", ""]'}), ("revisions",))
+    p("p-revisions-twice", "a revision listed twice", pr("", {"revisions": 'revisions = ["step1", "step1"]'}), ("twice",))
+    p("p-log-spaced-0", "`revisions = { log_spaced = 0 }`", pr("", {"revisions": "revisions = { log_spaced = 0 }"}), ("log_spaced",))
+    p("p-step-pattern-bad-regex", "`step_pattern = \"step(\"` (not a regex)", pr("", {"tokens": 'tokens = { per_step = 2097152, step_pattern = "step(" }'}), ("step_pattern",))
+    p("p-step-pattern-no-group", "`step_pattern = \"step\\\\d+\"` (no group)", pr("", {"tokens": 'tokens = { per_step = 2097152, step_pattern = "step\\\\d+" }'}), ("step_pattern",))
+    p("p-step-pattern-not-digits", "`step_pattern = \"(step)\"` (a group of letters)", pr("", {"tokens": 'tokens = { per_step = 2097152, step_pattern = "(step)" }'}), ("step_pattern",))
+    p("p-panel-name-int", "`[panel] name = 5`", pr("", {"name": "name = 5"}), ("name",))
+    p("p-panel-name-empty", "`[panel] name = \"\"`", pr("", {"name": 'name = ""'}), ("name",))
+    p("p-panel-description-int", "`[panel] description = 5`", pr("", {}, template=REF_PANEL.replace('name = "hostile"', 'name = "hostile"\ndescription = 5')), ("description",))
+    p("p-model-name-space", "a model name with a space", pr("", {}, template=REF_PANEL.replace('name = "pythia-1b"', 'name = "pythia 1b"')), ("name",))
+    p("p-model-name-int", "a model name that is a number", pr("", {}, template=REF_PANEL.replace('name = "pythia-1b"', "name = 3")), ("name",))
+    p("p-model-names-twice", "two models with one name", pr("", append=REF_PANEL.split("\n", 2)[2]), ("twice",))
+    p("p-probe-string", "`[models.probe] seq_len = \"64\"` (a string)", pr("", {"seq_len": 'seq_len = "64"'}, template=LOCAL_PANEL), ("seq_len",))
+    p("p-probe-float", "`[models.probe] n_examples = 16.5`", pr("", {"n_examples": "n_examples = 16.5"}, template=LOCAL_PANEL), ("n_examples",))
+    p("p-probe-n-pr-0", "`[models.probe] n_pr = 0`", pr("", {"n_pr": "n_pr = 0"}, template=LOCAL_PANEL), ("n_pr",))
+    p("p-probe-n-pr-above", "`[models.probe] n_pr = 32` with 16 examples", pr("", {"n_pr": "n_pr = 32"}, template=LOCAL_PANEL), ("n_pr",))
+    p("p-probe-seq-10", "`[models.probe] seq_len = 10`", pr("", {"seq_len": "seq_len = 10"}, template=LOCAL_PANEL), ("seq_len",))
+    p("p-probe-vocab-inverted", "`vocab_lo = 300`, `vocab_hi = 10`", pr("", {"vocab_lo": "vocab_lo = 300", "vocab_hi": "vocab_hi = 10"}, template=LOCAL_PANEL), ("vocab",))
+    p("p-probe-vocab-3", "a 3-id vocabulary range in the panel", pr("", {"vocab_hi": "vocab_hi = 13"}, template=LOCAL_PANEL), ("vocab", "valid"))
+    p("p-probe-vocab-beyond", "`vocab_hi = 400` on a 300-token model", pr("", {"vocab_hi": "vocab_hi = 400"}, template=LOCAL_PANEL), ("vocab_hi", "300"),
+      test="test_model_dependent_panel_settings_error_before_the_weights")
+    p("p-probe-seq-beyond", "`seq_len = 600` on a 512-position model", pr("", {"seq_len": "seq_len = 600"}, template=LOCAL_PANEL), ("seq_len", "512"),
+      test="test_model_dependent_panel_settings_error_before_the_weights")
+    p("p-probe-batch-0", "`batch_size = 0`", pr("", {"batch_size": "batch_size = 0"}, template=LOCAL_PANEL), ("batch_size",))
+    p("p-probe-seed-negative", "`[models.probe] seed = -1`", pr("", {}, append="seed = -1\n", template=LOCAL_PANEL), ("seed",))
+    p("p-probe-ablation-string", "`[models.probe] ablation = \"yes\"`", pr("", {}, append='ablation = "yes"\n', template=LOCAL_PANEL), ("ablation",))
+    p("p-probe-dtype", "`[models.probe] dtype = \"float64\"`", pr("", {}, append='dtype = "float64"\n', template=LOCAL_PANEL), ("dtype",))
+    p("p-probe-threshold", "`[models.probe] induction_threshold = 10` (a SPEC number)", pr("", {}, append="induction_threshold = 10\n", template=LOCAL_PANEL), ("induction_threshold",))
+    p("p-probe-unknown", "`[models.probe] n_prr = 5` (a typo)", pr("", {}, append="n_prr = 5\n", template=LOCAL_PANEL), ("n_prr", "n_pr"))
+    p("p-dtype", "`dtype = \"float64\"`", pr("", {"source": 'source = "reference"\ndtype = "float64"'}), ("dtype",))
+    p("p-ablation-mode", "`ablation = \"some\"`", pr("", {"source": 'source = "reference"\nablation = "some"'}), ("ablation",))
+    p("p-source", "`source = \"s3\"`", pr("", {"source": 'source = "s3"'}), ("source",))
+    p("p-bos-shape", "`bos_shape = \"linear\"`", pr("", {"bos_shape": 'bos_shape = "linear"'}), ("bos_shape",))
+    p("p-xfail-unknown-claim", "`xfail = { F9 = \"...\" }` (no such claim)", pr("", {}, append='xfail = { F9 = "why" }\n'), ("F9",))
+    p("p-xfail-unknown-revision", "`xfail = { \"F1@step999\" = \"...\" }` (not a listed revision)", pr("", {}, append='xfail = { "F1@step999" = "why" }\n'), ("step999",))
+    p("p-xfail-empty-reason", "`xfail = { F4 = \"\" }` (no reason)", pr("", {}, append='xfail = { F4 = "" }\n'), ("F4",))
+    p("p-f3-ratio-negative", "`f3_min_ratio = -1`", pr("", {}, append="f3_min_ratio = -1\n"), ("f3_min_ratio",))
+    p("p-f4-fraction-2", "`f4_max_fraction = 2` (more than all of training)", pr("", {}, append="f4_max_fraction = 2\n"), ("f4_max_fraction",))
+    p("p-f4-fraction-nan", "`f4_max_fraction = nan`", pr("", {}, append="f4_max_fraction = nan\n"), ("f4_max_fraction",))
+    p("p-dclm-string", "`dclm = \"yes\"`", pr("", {}, append='dclm = "yes"\n'), ("dclm",))
+    p("p-total-negative", "`total_tokens = -5`", pr("", {"source": 'source = "reference"\ntotal_tokens = -5'}), ("total_tokens",))
+    p("p-total-short", "`total_tokens` below the last revision's tokens", pr("", {"tokens": "tokens = { per_step = 1000 }", "source": 'source = "local"\ntotal_tokens = 500'}, template=LOCAL_PANEL), ("total_tokens",))
+    p("p-trust-string", "`trust_remote_code = \"false\"`", pr("", {"source": 'source = "reference"\ntrust_remote_code = "false"'}), ("trust_remote_code",))
+    p("p-hub-cache-int", "`hub_cache_dir = 5`", pr("", {"source": 'source = "reference"\nhub_cache_dir = 5'}), ("hub_cache_dir",))
+    p("p-attn-flash", "`attn_implementation = \"flash\"`", pr("", {"source": 'source = "reference"\nattn_implementation = "flash"'}), ("attn_implementation",))
+    p("p-model-description-int", "a model `description = 5`", pr("", {"source": 'source = "reference"\ndescription = 5'}), ("description",))
+    p("p-organism-family", "`[models.organism] family = \"gpt2\"`", files(**{"p.toml": '[[models]]\nname = "o"\nsource = "organism"\n[models.organism]\nfamily = "gpt2"\n'}), ("family",))
+    p("p-organism-seed-negative", "`[models.organism] seed = -1`", files(**{"p.toml": '[[models]]\nname = "o"\nsource = "organism"\n[models.organism]\nfamily = "olmo"\nseed = -1\n'}), ("seed",),
+      cmd=PYTEST + ["--panel", "{ws}/p.toml", "--collect-only"])
+    p("p-organism-seed-string", "`[models.organism] seed = \"0\"`", files(**{"p.toml": '[[models]]\nname = "o"\nsource = "organism"\n[models.organism]\nfamily = "olmo"\nseed = "0"\n'}), ("seed",))
+    p("p-organism-cache-int", "`[models.organism] cache_dir = 5`", files(**{"p.toml": '[[models]]\nname = "o"\nsource = "organism"\n[models.organism]\nfamily = "olmo"\ncache_dir = 5\n'}), ("cache_dir",),
+      cmd=PYTEST + ["--panel", "{ws}/p.toml", "--collect-only"])
+    p("p-unknown-top-key", "an unknown top-level table `[modles]`", files(**{"p.toml": REF_PANEL + "[modles]\nx = 1\n"}), ("modles",))
+    p("p-toml-syntax", "a TOML syntax error", files(**{"p.toml": "[panel\nname = 1\n"}), ("TOML",))
+    p("p-empty-file", "an empty panel file", files(**{"p.toml": ""}), ("no models",))
+    p("p-path-is-folder", "`--panel` naming a folder", files(**{"pdir.toml__x": ""}), ("folder",), cmd=PYTEST + ["--panel", "{ws}/pdir.toml"])
+    p("p-not-utf8", "a panel file in Latin-1", files(**{"p.toml": REF_PANEL.encode() + "# caf\xe9\n".encode("latin-1")}), ("UTF-8",))
+    p("p-needs-network-string", "`needs_network = \"no\"`", pr("", {}, template=REF_PANEL.replace('name = "hostile"', 'name = "hostile"\nneeds_network = "no"')), ("needs_network",))
+    p("p-tokens-empty", "`tokens = {}`", pr("", {"tokens": "tokens = {}"}), ("tokens",))
+    p("p-local-missing-folder", "a local model whose folder does not exist", pr("", {"repo": 'repo = "nowhere/runs"'}, template=LOCAL_PANEL), ("nowhere",))
+    p("p-tokens-unknown", "`from_name = true` on names that state no tokens (local source)", pr("", {"tokens": "tokens = { from_name = true }"}, template=LOCAL_PANEL), ("tokens",))
+    p("p-reference-revision-missing", "a reference model listing a revision the published files lack", pr("", {"revisions": 'revisions = ["step1", "step2"]'}), ("step2",))
+    p("p-judge-per-step-negative", "`headwatch judge` on a panel with a negative per_step", pr("", {"tokens": "tokens = { per_step = -2097152 }"}), ("per_step",),
+      cmd=["headwatch", "judge", "--panel", "{ws}/p.toml"])
+    p("p-judge-step-pattern", "`headwatch judge` on a panel with a bad step_pattern", pr("", {"tokens": 'tokens = { per_step = 2097152, step_pattern = "step(" }'}), ("step_pattern",),
+      cmd=["headwatch", "judge", "--panel", "{ws}/p.toml"])
+    p("p-good-local", "a correct local panel (measured fresh, then judged)", pr("", {}, template=LOCAL_PANEL), (), expect="ok",
+      cmd=PYTEST + ["--panel", "{ws}/p.toml", "-k", "F1 or F2"], test="test_a_correct_local_panel_still_runs", exit=0)
+
+    # -- pytest options
+    def t(id, what, args, says, expect="refuse", setup=None, test="test_pytest_options_are_usage_errors", exit=None, env=None):
+        add(Case(id, T, what, PYTEST + args, expect=expect, exit=exit if exit is not None else (4 if expect == "refuse" else 0),
+                 says=says, test=f"{TX}::{test}", setup=setup, env=env or {}))
+    t("t-n-examples-0", "`--n-examples 0`", ["--n-examples", "0"], ("--n-examples",))
+    t("t-n-examples-text", "`--n-examples abc`", ["--n-examples", "abc"], ("--n-examples",))
+    t("t-device-gpu", "`--device gpu` (with a panel that measures)", ["--device", "gpu", "--panel", "{ws}/p.toml"], ("--device",),
+      setup=panel("", {}, template=LOCAL_PANEL))
+    t("t-device-cuda", "`--device cuda` without a GPU (with a panel that measures)", ["--device", "cuda", "--panel", "{ws}/p.toml"], ("cuda",),
+      setup=panel("", {}, template=LOCAL_PANEL))
+    t("t-models-unknown", "`--models nope`", ["--panel", "published", "--models", "nope"], ("nope",))
+    t("t-revisions-unknown", "`--revisions step7`", ["--panel", "published", "--revisions", "step7"], ("step7",))
+    t("t-dtype", "`--dtype float64`", ["--dtype", "float64"], ("--dtype",))
+    t("t-panel-empty", "`--panel \"\"` (would silently run the default panels, training organisms)", ["--panel", ""], ("--panel",))
+    t("t-panel-unknown", "`--panel nope`", ["--panel", "nope"], ("nope",))
+    t("t-cache-dir-file", "`--cache-dir` naming a regular file (with a panel that measures)", ["--cache-dir", "{ws}/afile", "--panel", "{ws}/p.toml"], ("afile",),
+      setup=lambda ws, base: (files(afile="x")(ws, base), panel("", {}, template=LOCAL_PANEL)(ws, base)))
+    t("t-reference-dir-missing", "`--reference-dir` that does not exist", ["--panel", "published", "--reference-dir", "{ws}/nope"], ("nope",))
+    t("t-no-train", "`--no-train` with an organism the cache lacks", ["--panel", "organisms", "--models", "organism-olmo", "--no-train", "-k", "F2"],
+      ("headwatch organisms train",), env={"HEADWATCH_ORGANISMS_CACHE": "{ws}/org"}, test="test_no_train_errors_with_the_command_that_trains")
+
+    # -- reference folders and cache entries
+    def r(id, what, edit, says, expect="refuse", cmd="pytest", test="test_reference_files_are_validated_naming_the_file"):
+        argv = (PYTEST + ["--panel", "published", "--models", "pythia-1b", "--reference-dir", "{ws}/ref", "-k", "F2 or F5"]
+                if cmd == "pytest" else ["headwatch", "judge", "--reference-dir", "{ws}/ref"])
+        add(Case(id, R, what, argv, expect=expect, exit=(4 if cmd == "pytest" else 2) if expect == "refuse" else 0,
+                 says=says, test=f"{TR}::{test}", setup=reference_copy(edit)))
+    r("r-garbage-json", "a reference record that is not JSON", raw_edit("step256.json", lambda t: "{ garbage"), ("step256.json",))
+    r("r-truncated", "a reference record cut short (kill -9 during a copy)", raw_edit("step256.json", lambda t: t[: len(t) // 2]), ("step256.json",))
+    r("r-nan", "a selectivity of NaN", raw_edit("step256.json", _nan), ("step256.json", "NaN"))
+    r("r-infinity", "a selectivity of Infinity", raw_edit("step143000.json", lambda t: re.sub(r'"first-token": [0-9.e+-]+', '"first-token": Infinity', t, count=3)), ("step143000.json", "Infinity"))
+    r("r-string-value", "a selectivity given as a string", edit_json("step256.json", sel("L0_H0", "induction", "0.5")), ("step256.json", "L0_H0"))
+    r("r-negative", "a negative selectivity", edit_json("step256.json", sel("L0_H0", "induction", -3.0)), ("step256.json",))
+    r("r-missing-key", "a record without n_heads", edit_json("step256.json", lambda d: d.pop("n_heads")), ("step256.json", "n_heads"))
+    r("r-wrong-schema", "a record with another schema", edit_json("step256.json", lambda d: d.__setitem__("schema", "other/1")), ("step256.json", "schema"))
+    r("r-head-missing", "a record missing one head", edit_json("step256.json", lambda d: d["all_head_selectivity"].pop("L3_H2")), ("step256.json", "L3_H2"))
+    r("r-class-missing", "a head missing its first-token class", edit_json("step256.json", lambda d: d["all_head_selectivity"]["L0_H0"].pop("first-token")), ("step256.json", "L0_H0"))
+    r("r-tokens-string", "tokens_seen given as a string", edit_json("step256.json", lambda d: d.__setitem__("tokens_seen", "5e8")), ("step256.json", "tokens_seen"))
+    r("r-top1-above-1", "top-1 accuracy of 4.05 (a percentage)", edit_json("step143000.json", lambda d: d["task"].__setitem__("top1", 4.05)), ("step143000.json", "top1"))
+    r("r-extra-field", "an unknown extra field (a newer headwatch's)", edit_json("step256.json", lambda d: d.__setitem__("interval", {"lo": 1})), (), expect="ok")
+    r("r-two-folders", "two folders holding the same model (one edited)", _second_copy, ("pythia-1b",))
+    r("r-judge-garbage", "`headwatch judge --reference-dir` with a record that is not JSON", raw_edit("step256.json", lambda t: "{ garbage"), ("step256.json",), cmd="judge")
+    r("r-judge-nan", "`headwatch judge --reference-dir` with NaN", raw_edit("step256.json", _nan), ("step256.json", "NaN"), cmd="judge")
+    add(Case("r-author-format", R, "`--reference-dir` holding the author's raw files", PYTEST + ["--panel", "published", "--reference-dir", "{ws}/raw"],
+             exit=4, says=("convert",), test=f"{TR}::test_reference_files_are_validated_naming_the_file",
+             setup=files(**{"raw__x_mechinterp_step1.json": "{}"})))
+    add(Case("r-empty-folder", R, "`--reference-dir` an empty folder", PYTEST + ["--panel", "published", "--reference-dir", "{ws}/empty"],
+             exit=4, says=("no converted",), test=f"{TR}::test_reference_files_are_validated_naming_the_file",
+             setup=lambda ws, base: (ws / "empty").mkdir()))
+    add(Case("r-cache-nan", R, "a measurement cache entry holding NaN (recomputed, not used)", [],
+             expect="ok", exit=0, test=f"{TR}::test_cache_entries_with_bad_values_are_moved_aside_and_recomputed", custom=run_cache_nan))
+
+    # -- environment variables
+    add(Case("e-cache-dir-file", E, "`HEADWATCH_CACHE_DIR` naming a regular file", PYTEST_BARE + ["--panel", "{ws}/p.toml"],
+             exit=4, says=("afile",), env={"HEADWATCH_CACHE_DIR": "{ws}/afile"}, test=f"{TX}::test_pytest_options_are_usage_errors",
+             setup=lambda ws, base: (files(afile="x")(ws, base), panel("", {}, template=LOCAL_PANEL)(ws, base))))
+    add(Case("e-organisms-file", E, "`HEADWATCH_ORGANISMS_CACHE` naming a regular file (judge)", ["headwatch", "judge", "--panel", "organisms", "--models", "organism-olmo"],
+             exit=2, says=("afile",), env={"HEADWATCH_ORGANISMS_CACHE": "{ws}/afile"}, setup=files(afile="x"),
+             test=f"{TX}::test_judge_and_report_train_nothing_unless_asked"))
+    add(Case("e-offline-hub", E, "`HF_HUB_OFFLINE=1`, measuring a Hub repo that is not cached", MEASURE + ["--model", "EleutherAI/pythia-1b", "--revision", "step1", "--out", "{ws}/o.json", "--cache-dir", "{ws}/hub"],
+             exit=2, says=("pythia-1b", "HF_HUB_OFFLINE"), env={"HF_HUB_OFFLINE": "1"}, test=f"{TS}::test_checkpoint_locations_are_checked"))
+    add(Case("e-offline-paper", E, "`HF_HUB_OFFLINE=1 pytest --panel paper` with an empty Hub cache", PYTEST + ["--panel", "paper", "--models", "pythia-1b", "-k", "F2"],
+             exit=4, says=("hf download",), env={"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": "{ws}/hub"}, test=f"{TX}::test_bad_input_in_a_fixture_is_an_error_with_exit_4"))
+
+    # -- judge / report / organisms
+    add(Case("j-judge-trains", J, "`headwatch judge --panel organisms` with no organism trained", ["headwatch", "judge", "--panel", "organisms", "--models", "organism-olmo"],
+             exit=2, says=("headwatch organisms train", "--train-missing"), env={"HEADWATCH_ORGANISMS_CACHE": "{ws}/org"}, timeout=90,
+             timeout_is_silent=True, test=f"{TX}::test_judge_and_report_train_nothing_unless_asked"))
+    add(Case("j-report-missing", J, "`headwatch report --panel organisms` with nothing measured", ["headwatch", "report", "--panel", "organisms", "--no-figures", "--out", "{ws}/rep"],
+             exit=2, says=("--train-missing",), env={"HEADWATCH_ORGANISMS_CACHE": "{ws}/org"}, test=f"{TX}::test_judge_and_report_train_nothing_unless_asked"))
+    add(Case("j-report-n-examples-0", J, "`headwatch report --n-examples 0`", ["headwatch", "report", "--n-examples", "0", "--out", "{ws}/rep"],
+             exit=2, says=("--n-examples",), test=f"{TS}::test_cli_probe_settings_are_refused_before_loading"))
+    add(Case("j-report-n-examples-neg", J, "`headwatch report --n-examples -1`", ["headwatch", "report", "--n-examples", "-1", "--out", "{ws}/rep"],
+             exit=2, says=("--n-examples",), test=f"{TS}::test_cli_probe_settings_are_refused_before_loading"))
+    add(Case("j-judge-models-unknown", J, "`headwatch judge --models nope`", ["headwatch", "judge", "--models", "nope"],
+             exit=2, says=("nope",), test=f"{TX}::test_exit_codes_of_the_cli"))
+    add(Case("j-judge-panel-unknown", J, "`headwatch judge --panel nope`", ["headwatch", "judge", "--panel", "nope"],
+             exit=2, says=("nope",), test=f"{TX}::test_exit_codes_of_the_cli"))
+    add(Case("j-judge-reference-missing", J, "`headwatch judge --reference-dir` that does not exist", ["headwatch", "judge", "--reference-dir", "{ws}/nope"],
+             exit=2, says=("nope",), test=f"{TX}::test_exit_codes_of_the_cli"))
+    add(Case("j-judge-cache-file", J, "`headwatch judge --cache-dir` a regular file, on a local panel", ["headwatch", "judge", "--panel", "{ws}/p.toml", "--cache-dir", "{ws}/afile"],
+             exit=2, says=("afile",), test=f"{TX}::test_exit_codes_of_the_cli",
+             setup=lambda ws, base: (files(afile="x")(ws, base), panel("", {}, template=LOCAL_PANEL)(ws, base))))
+    add(Case("j-judge-local-ok", J, "`headwatch judge` on a correct local panel (measures, judges)", ["headwatch", "judge", "--panel", "{ws}/p.toml"],
+             expect="ok", exit=(0, 1), test=f"{TX}::test_exit_codes_of_the_cli", setup=panel("", {}, template=LOCAL_PANEL),
+             check=lambda ws, r: None if "== " in r.out else "no verdicts printed"))
+    add(Case("j-no-command", J, "`headwatch` with no subcommand", ["headwatch"], exit=2, says=("COMMAND", "required"), test=f"{TX}::test_exit_codes_of_the_cli"))
+    add(Case("j-bad-flag", J, "`headwatch judge --bogus`", ["headwatch", "judge", "--bogus"], exit=2, says=("--bogus",), test=f"{TX}::test_exit_codes_of_the_cli"))
+    add(Case("j-organisms-seed-negative", J, "`headwatch organisms train --seed -1`", ["headwatch", "organisms", "train", "--seed", "-1", "--cache-dir", "{ws}/org"],
+             exit=2, says=("--seed",), test=f"{TS}::test_organisms_train_arguments_are_checked"))
+    add(Case("j-organisms-threads-0", J, "`headwatch organisms train --threads 0`", ["headwatch", "organisms", "train", "--threads", "0", "--cache-dir", "{ws}/org"],
+             exit=2, says=("--threads",), test=f"{TS}::test_organisms_train_arguments_are_checked", timeout=90, timeout_is_silent=True))
+    add(Case("j-organisms-cache-file", J, "`headwatch organisms train --cache-dir` a regular file", ["headwatch", "organisms", "train", "--family", "olmo", "--cache-dir", "{ws}/afile"],
+             exit=2, says=("afile",), setup=files(afile="x"), test=f"{TS}::test_organisms_train_arguments_are_checked", timeout=90, timeout_is_silent=True))
+    add(Case("j-organisms-family", J, "`headwatch organisms train --family gpt2`", ["headwatch", "organisms", "train", "--family", "gpt2"],
+             exit=2, says=("gpt2",), test=f"{TS}::test_organisms_train_arguments_are_checked"))
+
+    # -- exit codes, modes, interruptions
+    add(Case("x-umask-022-out", X, "umask 022: the record `--out` writes is readable by the group (0644)", LOCAL + ["--out", "{ws}/o.json"],
+             expect="ok", exit=0, umask=0o022, check=expect_mode("o.json", 0o644), test=f"{TO}::test_files_and_folders_honour_the_umask"))
+    add(Case("x-umask-077-report", X, "umask 077: `headwatch report` files stay private (0600)", ["headwatch", "report", "--no-figures", "--out", "{ws}/rep"],
+             expect="ok", exit=0, umask=0o077, check=tree_modes("rep/*", 0o600), test=f"{TO}::test_files_and_folders_honour_the_umask"))
+    add(Case("x-umask-022-cache", X, "umask 022: measurement cache entries written by pytest (0644)", PYTEST + ["--panel", "{ws}/p.toml", "-k", "F2"],
+             expect="ok", exit=0, umask=0o022, setup=panel("", {}, template=LOCAL_PANEL), check=tree_modes("cache/measurements/*/*.json", 0o644),
+             test=f"{TO}::test_files_and_folders_honour_the_umask"))
+    add(Case("x-umask-022-judge-json", X, "umask 022: `headwatch judge --json` (0644)", ["headwatch", "judge", "--models", "olmo-1b", "--json", "{ws}/v.json"],
+             expect="ok", exit=0, umask=0o022, check=expect_mode("v.json", 0o644), test=f"{TO}::test_files_and_folders_honour_the_umask"))
+    add(Case("x-kill-measure", X, "kill -9 of `headwatch measure` mid-run, then the same command again", [],
+             expect="ok", exit=0, custom=run_kill_measure, test=f"{TO}::test_a_killed_write_leaves_no_partial_file"))
+    add(Case("x-kill-pytest", X, "kill -9 of pytest measuring a local panel, then the same command again", [],
+             expect="ok", exit=0, custom=run_kill_pytest, test=f"{TO}::test_a_killed_write_leaves_no_partial_file"))
+    add(Case("x-failed-claim-exit", X, "a planted model whose F1 fails: `headwatch judge --reference-dir` (a finding, exit 1)", ["headwatch", "judge", "--reference-dir", "{ws}/ref"],
+             expect="ok", exit=1, setup=reference_copy(edit_json("step143000.json", sel("L0_H1", "first-token", 500.0))),
+             check=lambda ws, r: None if "FAILS" in r.out else "no failing verdict", test=f"{TX}::test_exit_codes_of_the_cli"))
+    return c
+
+
+# ---- custom runs ------------------------------------------------------------------------------------
+
+
+def _popen(argv: list[str], env: dict, cwd: str) -> subprocess.Popen:
+    return subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+
+
+def run_kill_measure(case: Case, ws: Path, base: Path, ctx: dict) -> Result:
+    argv = fill(MEASURE + ["--model", "{base}/run/step0", "--n-examples", "2000", "--n-pr", "500", "--out", "{ws}/o.json"], ws, base, ctx)
+    before = {x.name for x in ws.iterdir()}
+    t0 = time.monotonic()
+    p = _popen(argv, ctx["env"], ctx["cwd"])
+    time.sleep(10)
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
+    leftovers = sorted(x.name for x in ws.iterdir() if x.name not in before | {"o.json"})
+    partial = (ws / "o.json").exists()
+    again = subprocess.run(argv, env=ctx["env"], cwd=ctx["cwd"], capture_output=True, text=True, timeout=300)
+    ok = again.returncode == 0 and (ws / "o.json").is_file()
+    note = ("" if not partial else "a record existed after the kill; ") + (f"left behind: {leftovers}; " if leftovers else "")
+    return Result(0 if ok and not note else 1, note + again.stdout[-500:] + again.stderr[-1500:], time.monotonic() - t0)
+
+
+def run_kill_pytest(case: Case, ws: Path, base: Path, ctx: dict) -> Result:
+    panel("", {"revisions": 'revisions = ["step0", "step100", "step1000"]', "n_examples": "n_examples = 300",
+               "n_pr": "n_pr = 100"}, template=LOCAL_PANEL)(ws, base)
+    argv = fill(PYTEST + ["--panel", "{ws}/p.toml", "-k", "F2"], ws, base, ctx)
+    t0 = time.monotonic()
+    p = _popen(argv, ctx["env"], ctx["cwd"])
+    deadline = time.monotonic() + 120
+    entries = lambda: sorted((ws / "cache").rglob("*.json")) if (ws / "cache").exists() else []
+    while time.monotonic() < deadline and not entries():
+        time.sleep(0.2)
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
+    first = len(entries())
+    again = subprocess.run(argv, env=ctx["env"], cwd=ctx["cwd"], capture_output=True, text=True, timeout=400)
+    bad = []
+    for e in entries():
+        try:
+            json.loads(e.read_text())
+        except ValueError:
+            bad.append(e.name)
+    reused = "1 hit" in again.stdout or "hit" in again.stdout
+    ok = again.returncode == 0 and not bad and first >= 1 and reused
+    note = f"{first} entr(y/ies) kept after the kill; rerun: {'reused them' if reused else 'did not reuse them'}; torn: {bad}"
+    return Result(0 if ok else 1, note + "\n" + again.stdout[-1500:], time.monotonic() - t0)
+
+
+def run_cache_nan(case: Case, ws: Path, base: Path, ctx: dict) -> Result:
+    """Measure a local panel into a cache, put NaN into an entry, run again: the entry must be recomputed."""
+    panel("", {}, template=LOCAL_PANEL)(ws, base)
+    argv = fill(PYTEST + ["--panel", "{ws}/p.toml", "-k", "F2"], ws, base, ctx)
+    t0 = time.monotonic()
+    first = subprocess.run(argv, env=ctx["env"], cwd=ctx["cwd"], capture_output=True, text=True, timeout=300)
+    entries = sorted((ws / "cache").rglob("*.json"))
+    if first.returncode != 0 or not entries:
+        return Result(first.returncode, first.stdout[-2000:], time.monotonic() - t0)
+    text = entries[0].read_text()
+    entries[0].write_text(re.sub(r'"induction": [0-9.e+-]+', '"induction": NaN', text, count=1))
+    again = subprocess.run(argv, env=ctx["env"], cwd=ctx["cwd"], capture_output=True, text=True, timeout=300)
+    recomputed = "recomputed-corrupt" in again.stdout or "corrupt" in (again.stdout + again.stderr).lower()
+    return Result(again.returncode if recomputed else 1,
+                  ("the NaN entry was recomputed\n" if recomputed else "the NaN entry was used as it was\n") + again.stdout[-2000:],
+                  time.monotonic() - t0)
+
+
+# ---- running -------------------------------------------------------------------------------------------
+
+
+def fill(argv: list[str], ws: Path, base: Path, ctx: dict) -> list[str]:
+    out = [a.replace("{ws}", str(ws)).replace("{base}", str(base)).replace("{co}", ctx["checkout"]) for a in argv]
+    if out and out[0] in ("headwatch", "pytest"):
+        out[0] = str(Path(ctx["venv"]) / "bin" / out[0])
+    return out
+
+
+def _make_special(ws: Path) -> None:
+    """The workspace's symlink, FIFO and immutable folder (chattr +i: root writes anywhere else)."""
+    (ws / "target.json").write_text("{}")
+    os.symlink(ws / "target.json", ws / "link.json")
+    os.mkfifo(ws / "fifo")
+    (ws / "ro").mkdir()
+    subprocess.run(["chattr", "+i", str(ws / "ro")], check=False)
+
+
+def run_case(case: Case, base: Path, ctx: dict, root: Path) -> dict:
+    ws = Path(tempfile.mkdtemp(prefix=f"{case.id}-", dir=root))
+    _make_special(ws)
+    if case.setup:
+        case.setup(ws, base)
+    # Every case gets its own caches (organisms: an empty folder, so nothing is ever reused by accident)
+    # and runs in its own folder, so relative paths and stray files stay there.
+    env = {**ctx["env"], "HEADWATCH_CACHE_DIR": str(ws / "cache"), "HEADWATCH_ORGANISMS_CACHE": str(ws / "org"),
+           **{k: v.replace("{ws}", str(ws)) for k, v in case.env.items()}}
+    cctx = {**ctx, "env": env, "cwd": str(ws)}
+    t0 = time.monotonic()
+    try:
+        if case.custom is not None:
+            res = case.custom(case, ws, base, cctx)
+        else:
+            argv = fill(case.argv, ws, base, cctx)
+            pre = (lambda: os.umask(case.umask)) if case.umask is not None else None
+            p = subprocess.Popen(argv, env=env, cwd=str(ws), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True, start_new_session=True, preexec_fn=pre)
+            try:
+                out, err = p.communicate(timeout=case.timeout)
+                res = Result(p.returncode, err + "\n" + out, time.monotonic() - t0, note=out)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                out, err = p.communicate()
+                res = Result(None, err + "\n" + out, time.monotonic() - t0, timed_out=True, note=out)
+        outcome, why = classify(case, ws, res)
+    finally:
+        subprocess.run(["chattr", "-i", str(ws / "ro")], check=False, capture_output=True)
+    shutil.rmtree(ws, ignore_errors=True)
+    return {"id": case.id, "code": res.code, "seconds": round(res.seconds, 1), "outcome": outcome, "why": why,
+            "message": message_of(res.out), "timed_out": res.timed_out}
+
+
+def message_of(out: str) -> str:
+    """The line a user reads: the last error-ish line, else the last non-empty line."""
+    lines = [l.strip() for l in out.splitlines() if l.strip()]
+    keys = ("error", "Error", "refus", "cannot", "not ", "no ", "missing", "INTERNALERROR", "E   ")
+    picked = [l for l in lines if any(k in l for k in keys)]
+    text = (picked or lines or [""])[-1]
+    return text[:300]
+
+
+def classify(case: Case, ws: Path, res: Result) -> tuple[str, str]:
+    out = res.out
+    tb = any(t in out for t in TRACEBACK) or bool(PYTEST_EXCEPTION.search(out))
+    exits = case.exit if isinstance(case.exit, tuple) else (case.exit,)
+    if res.timed_out:
+        if case.timeout_is_silent:
+            return "silent", f"still running after {case.timeout:.0f} s (it went on instead of refusing)"
+        return "traceback" if tb else "unclear", f"did not finish in {case.timeout:.0f} s"
+    if case.expect == "ok":
+        problem = case.check(ws, res) if case.check else None
+        if res.code in exits and problem is None:
+            return "ok", ""
+        if tb:
+            return "traceback", problem or f"exit {res.code}"
+        if problem and res.code in (0, 1):
+            return "silent", problem
+        return "unclear", problem or f"exit {res.code}, expected {case.exit}"
+    missing = [s for s in case.says if s.lower() not in out.lower()]
+    if tb:
+        return "traceback", f"exit {res.code}" + ("; the message is there" if not missing else "; no clear message")
+    ran = res.code == 0 or bool(RAN.search(out)) and res.code in (0, 1)
+    if ran:
+        return "silent", f"accepted (exit {res.code})"
+    if missing:
+        return "unclear", f"exit {res.code}; the message does not name {', '.join(repr(m) for m in missing)}"
+    if res.code not in exits:
+        return "unclear", f"exit {res.code}, documented {case.exit}"
+    return "refused", ""
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    checkout = Path(args.checkout).resolve()
+    venv = checkout / ".venv"
+    base = Path(args.base).resolve()
+    build_base(base, sys.executable)  # this (the branch's) python: the inputs are the same for every checkout
+    if not (base / "published").exists():
+        shutil.copytree(checkout / "fixtures" / "published", base / "published")
+    cases = [c for c in _cases() if not args.only or c.id in args.only.split(",") or any(c.id.startswith(p.rstrip("*")) and p.endswith("*") for p in args.only.split(","))]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HEADWATCH_", "PYTEST_"))}
+    env.update(HF_HUB_OFFLINE="1", HF_HOME=str(base / "hf-home"), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
+               PYTHONDONTWRITEBYTECODE="1", PATH=f"{venv / 'bin'}:{env.get('PATH', '')}")
+    ctx = {"checkout": str(checkout), "venv": str(venv), "env": env}
+    root = Path(tempfile.mkdtemp(prefix="hostile-"))
+    results = {}
+    previous = json.loads(Path(args.out).read_text()) if Path(args.out).exists() and args.only else {}
+
+    def save() -> None:  # after every case: a run stopped half-way keeps what it tried
+        merged = {**previous.get("results", {}), **results}
+        tmp = Path(args.out + ".tmp")
+        tmp.write_text(json.dumps({"checkout": str(checkout), "commit": args.commit,
+                                   "when": time.strftime("%Y-%m-%d %H:%M"), "results": merged}, indent=1))
+        tmp.replace(args.out)
+
+    with ThreadPoolExecutor(args.jobs) as pool:
+        for r in pool.map(lambda c: run_case(c, base, ctx, root), cases):
+            results[r["id"]] = r
+            save()
+            print(f"{r['outcome']:>9}  {r['id']:<32} exit {r['code']}  {r['seconds']:>5}s  {r['why'][:60]}  | {r['message'][:110]}",
+                  flush=True)
+    save()
+    shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+# ---- the catalogue -------------------------------------------------------------------------------------
+
+GOOD = {"ok", "refused"}
+
+#: How to read the counts (the classification is this script's, by exit code and message, not by hand).
+NOTES = (
+    "The outcomes are classified by this script from the exit code and the output, not by hand. Known "
+    "artefact: `x-kill-measure` before reads **unclear** most likely because on main the measurement "
+    "finished within the 10 s before the kill (its rerun took 7 s, so a record existed when the kill came), "
+    "not because resuming failed; main resumed correctly (issue 14 says so). `t-panel-empty` before ran for 240 s because it trained "
+    "organisms (killed by the timeout)."
+)
+
+#: What the tests named below did on main's code (commit 44526df), run there on 2026-11-30.
+ON_MAIN = (
+    "The tests run on main's code (commit 44526df): `test_failloud_loading.py` and `test_failloud_exits.py` "
+    "fail at import (the broken-checkpoint helpers and the exit-code table they test do not exist there); of "
+    "the 112 tests in `test_failloud_panels.py`, `_outputs.py`, `_records.py` and `_settings.py`, 106 fail and "
+    "6 pass: they guard what main already did right and must keep doing (a correct local panel runs, the "
+    "reference templates parse, umask 077 gives 0600/0700, a killed write leaves no partial file, the "
+    "published records pass every rule, `headwatch report --dtype float64` is refused)."
+)
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    before = json.loads(Path(args.before).read_text())
+    after = json.loads(Path(args.after).read_text())
+    cases = _cases()
+    kinds = list(dict.fromkeys(c.kind for c in cases))
+
+    def cell(r: dict | None) -> str:
+        if r is None:
+            return "not run"
+        msg = r["message"].replace("|", "\\|").replace("`", "'")
+        why = f" ({r['why']})" if r["why"] and r["outcome"] not in GOOD else ""
+        return f"**{r['outcome']}**, exit {r['code']}{why}: {msg}"
+
+    def counts(results: dict) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for c in cases:
+            o = results.get(c.id, {}).get("outcome", "not run")
+            out[o] = out.get(o, 0) + 1
+        return out
+
+    b, a = counts(before["results"]), counts(after["results"])
+    order = ["ok", "refused", "unclear", "traceback", "silent", "not run"]
+    lines = [
+        "# Hostile and careless inputs: the catalogue",
+        "",
+        f"Every input below was tried on main's code (before, commit {before.get('commit') or '?'}) and on this "
+        f"branch (after, commit {after.get('commit') or '?'}), offline, with tiny models, by "
+        "`tools/hostile_inputs.py` (its docstring says how to rerun it). Each row names the test of the suite "
+        "that covers it.",
+        "",
+        ON_MAIN,
+        "",
+        NOTES,
+        "",
+        "Outcomes: **ok** correct behaviour; **refused** a clear message naming what was wrong, no traceback, the "
+        "documented exit code; **unclear** refused, but the message does not name what was wrong or the exit "
+        "code is not the documented one; **traceback** a traceback or INTERNALERROR; **silent** the bad input was "
+        "accepted (exit 0, a record written, claims judged on it) or a wrong result.",
+        "",
+        f"| outcome | before | after |",
+        f"| --- | ---: | ---: |",
+        *[f"| {o} | {b.get(o, 0)} | {a.get(o, 0)} |" for o in order if b.get(o) or a.get(o)],
+        f"| **inputs tried** | {len(cases)} | {len(cases)} |",
+        "",
+        "Exit codes (README): `headwatch` 0 claims hold / record written, 1 a claim fails, 2 bad input or usage "
+        "(or measurements missing), 3 internal error; pytest 0 passed, 1 a claim failed, 3 a claim test crashed, "
+        "4 bad input.",
+        "",
+    ]
+    for kind in kinds:
+        lines += [f"## {kind}", "", "| input | before (main) | after | test |", "| --- | --- | --- | --- |"]
+        for c in (c for c in cases if c.kind == kind):
+            test = c.test.split("::")
+            link = f"[{test[-1]}](../{test[0]})" if test[0] else ""
+            lines.append(f"| `{c.id}`: {c.what} | {cell(before['results'].get(c.id))} | {cell(after['results'].get(c.id))} | {link} |")
+        lines.append("")
+    Path(args.out).write_text("\n".join(lines))
+    print(f"wrote {args.out}: {len(cases)} inputs; before {b}; after {a}")
+    return 0
+
+
+def cmd_base(args: argparse.Namespace) -> int:
+    build_base(Path(args.base).resolve(), sys.executable)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("base", help="build the shared inputs")
+    b.add_argument("base")
+    r = sub.add_parser("run", help="try every case against one checkout")
+    r.add_argument("--checkout", required=True, help="a headwatch checkout with its .venv")
+    r.add_argument("--base", required=True, help="the shared inputs (built if missing)")
+    r.add_argument("--out", required=True, help="results JSON")
+    r.add_argument("--only", default="", help="comma list of case ids (prefix* allowed); merged into --out")
+    r.add_argument("--jobs", type=int, default=2)
+    r.add_argument("--commit", default="", help="the checkout's commit, for the catalogue")
+    d = sub.add_parser("render", help="write the catalogue from a before and an after run")
+    d.add_argument("before")
+    d.add_argument("after")
+    d.add_argument("--out", default="docs/hostile-inputs.md")
+    args = parser.parse_args(argv)
+    return {"base": cmd_base, "run": cmd_run, "render": cmd_render}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
