@@ -157,6 +157,10 @@ PROBE_RULES: dict[str, Rule] = {
     "bos_threshold": number(0),
     "ablation": BOOLEAN,
     "ablation_seed": SEED,
+    "interval_level": number(0, above=True, max=1, allowed="a confidence level in (0, 1), such as 0.95"),
+    "n_bootstrap": integer(0, allowed="an integer >= 0 (0: no bootstrap intervals)"),
+    "bootstrap_seed": SEED,
+    "sink_examples": integer(0, allowed="an integer >= 0 (0: no Sink_1^eps sub-batch)"),
 }
 
 #: How the CLI spells a setting (``headwatch measure`` flags); others are named by field.

@@ -116,6 +116,10 @@ class TaskMetrics:
     n: int | None = None
     top1_count: int | None = None
 
+    FIELD_RULES: ClassVar[dict[str, Rule]] = {
+        "loss": number(0), "top1": number(0, max=1), "top5": number(0, max=1),
+    }
+
 
 Bounds = tuple[float, float]
 
@@ -175,10 +179,6 @@ class SinkScore:
         """Sink_1^eps at another eps, from the stored per-head attention."""
         values = list(self.first_position_attention.values())
         return sum(v > eps for v in values) / len(values) if values else float("nan")
-
-    FIELD_RULES: ClassVar[dict[str, Rule]] = {
-        "loss": number(0), "top1": number(0, max=1), "top5": number(0, max=1),
-    }
 
 
 @dataclass(frozen=True)

@@ -287,14 +287,14 @@ def test_offline_measurement_whose_checkpoint_is_gone(tmp_path, monkeypatch):
 WRITER = textwrap.dedent("""
     import sys, time
     from headwatch.fixtures.cache import CacheKey, MeasurementCache
-    from headwatch.probes.record import MeasurementRecord, ProbeSettings
+    from headwatch.probes.record import HEAD_CLASSES, MeasurementRecord, ProbeSettings
     root, n, go = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     import os
     while not os.path.exists(go):
         time.sleep(0.005)
     cache = MeasurementCache(root, lock_dir=None)  # as on separate machines: nobody waits for anybody
     key = CacheKey.make("org/m", "step1", "c" * 40, ProbeSettings())
-    big = {f"L{l}_H{h}": {"induction": float(l * h)} for l in range(24) for h in range(16)}  # ~20 kB entries
+    big = {f"L{l}_H{h}": {c: float(l * h) for c in HEAD_CLASSES} for l in range(24) for h in range(16)}  # ~100 kB
     for i in range(n):
         cache.write_entry(key, MeasurementRecord("org/m", "step1", None, 24, 16, 4, big))
 """)

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from headwatch.fixtures.tiny import tiny_model
+from headwatch.probes.record import SCHEMA
 
 SMALL = ("--n-examples", "8", "--n-pr", "8", "--seq-len", "64", "--vocab-lo", "10", "--vocab-hi", "300",
          "--batch-size", "4", "--device", "cpu")
@@ -113,7 +114,7 @@ def test_out_dash_writes_the_record_to_stdout(checkpoint, tmp_path, headwatch_cl
     monkeypatch.chdir(tmp_path)
     r = headwatch_cli("measure", "--model", checkpoint, "--out", "-", *SMALL)
     assert r.code == 0, r.err
-    assert json.loads(r.out)["schema"] == "headwatch.measurement/1" and "wrote stdout" in r.err
+    assert json.loads(r.out)["schema"] == SCHEMA and "wrote stdout" in r.err
     assert not (tmp_path / "-").exists()
 
 

@@ -210,11 +210,10 @@ def record_folder(tiny_panel, tmp_path_factory) -> Path:
 
 
 def judge(*argv: str) -> int:
-    from headwatch.claims import judge_cli
+    """``headwatch judge ARGV`` as a user runs it (bad input is exit 2 with the message on stderr)."""
+    from headwatch.cli import main
 
-    parser = argparse.ArgumentParser()
-    judge_cli.add_arguments(parser)
-    return judge_cli.run(parser.parse_args(list(argv)))
+    return main(["judge", *argv])
 
 
 def test_judge_takes_tokens_from_the_panel(record_folder, tiny_panel, tmp_path, capsys):
