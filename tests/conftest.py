@@ -177,3 +177,13 @@ def unwritable_dir(tmp_path):
         yield folder
     finally:
         subprocess.run([chattr, "-i", str(folder)], capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    """A tiny GPTNeoX saved as a local checkpoint folder (``.../run/step0``) for the CLI tests."""
+    from headwatch.fixtures.tiny import tiny_model
+
+    folder = tmp_path_factory.mktemp("run") / "step0"
+    tiny_model("gpt_neox", seed=0, attn_implementation="eager").save_pretrained(folder)
+    return folder

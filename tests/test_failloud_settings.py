@@ -20,13 +20,6 @@ SMALL = {"--n-examples": "8", "--n-pr": "8", "--seq-len": "64", "--vocab-lo": "1
          "--batch-size": "4", "--device": "cpu"}
 
 
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("run") / "step0"
-    tiny_model("gpt_neox", seed=0, attn_implementation="eager").save_pretrained(folder)
-    return folder
-
-
 @pytest.fixture
 def never_loads(monkeypatch):
     """Fail the test if any checkpoint's weights are loaded."""
