@@ -100,7 +100,9 @@ def test_local_pool_retries_a_task_killed_mid_write(tiny_panel, tmp_path, monkey
     by_label = {r.label: r for r in results}
     assert (tmp_path / "died" / "step10.died").exists() and by_label["tiny@step10"].attempt == 2
     assert len(entries(cache)) == 4  # each once
-    assert len(list((cache / "measurements").glob("*/.*.tmp"))) == 1  # the half-written one, ignored
+    # The half-written temporary stays and is nobody's entry; the other worker's task, lost with the
+    # broken pool, may have left one more if it was writing at that moment (seen under load).
+    assert 1 <= len(list((cache / "measurements").glob("*/.*.tmp"))) <= 2
     expected = sequential(tiny_panel, tmp_path / "seq")
     assert not measurement_differences(cached(tiny_panel, cache, monkeypatch), expected)
 
