@@ -22,6 +22,9 @@ import sys
 import time
 from pathlib import Path
 
+from headwatch import validation
+from headwatch.validation import DTYPES, argtype
+
 log = logging.getLogger("headwatch.measure_panel")
 
 EXECUTORS = ("local", "ray", "slurm", "submitit-local")
@@ -38,7 +41,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="local: a process pool here; ray: a Ray cluster (--address, else a local one); slurm: one "
                         "Slurm array job through submitit; submitit-local: the Slurm jobs run here by submitit's "
                         "local executor (to try the Slurm path without a cluster)")
-    p.add_argument("--workers", type=int, default=None, metavar="N",
+    p.add_argument("--workers", type=argtype(validation.POSITIVE_INT, "--workers"), default=None, metavar="N",
                    help="tasks at a time: pool processes (default: one per GPU, else 1), a local Ray cluster's "
                         "CPUs and Ray's tasks in flight (default: all the cluster fits), the Slurm array's "
                         "%%N (default: no limit)")
@@ -54,23 +57,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache-dir", default=None, metavar="DIR",
                    help="headwatch cache the tasks write to, shared by every worker (default: $HEADWATCH_CACHE_DIR, "
                         "else .cache/headwatch in a checkout, else ~/.cache/headwatch)")
-    p.add_argument("--device", default="auto", help="cpu, cuda or auto, on each worker")
-    p.add_argument("--dtype", default=None, choices=["float32", "float16", "bfloat16"],
+    p.add_argument("--device", default="auto", type=argtype(validation.device, "--device"), help="cpu, cuda or auto, on each worker")
+    p.add_argument("--dtype", default=None, choices=DTYPES,
                    help="load and probe dtype (default: each panel model's own; must match what the claims read)")
-    p.add_argument("--n-examples", type=int, default=None, metavar="N",
+    p.add_argument("--n-examples", type=argtype("n_examples", "--n-examples"), default=None, metavar="N",
                    help="examples in the induction batch (default: the panel's; must match what the claims read)")
-    p.add_argument("--cpus-per-task", type=int, default=None, metavar="N",
+    p.add_argument("--cpus-per-task", type=argtype(validation.POSITIVE_INT, "--cpus-per-task"), default=None, metavar="N",
                    help="CPUs (torch threads) per task on Ray and Slurm (default: 1 on Ray, 4 on Slurm, this "
                         "machine's cores / --workers for submitit-local)")
-    p.add_argument("--gpus-per-task", type=int, default=None, metavar="N",
+    p.add_argument("--gpus-per-task", type=argtype(validation.integer(0), "--gpus-per-task"), default=None, metavar="N",
                    help="GPUs per task on Ray and Slurm (default: Ray 1 if the cluster has GPUs and --device is "
                         "not cpu, else 0; Slurm 1, 0 with --device cpu)")
-    p.add_argument("--retries", type=int, default=2, metavar="N",
+    p.add_argument("--retries", type=argtype(validation.integer(0), "--retries"), default=2, metavar="N",
                    help="run a task again this many times when its worker dies (killed, out of memory, node lost)")
     p.add_argument("--log-dir", default=None, metavar="DIR",
                    help="the run's summary.json and submitit's per-task logs (default: <cache-dir>/fanout/<time>-<executor>)")
     p.add_argument("--slurm-partition", default=None, help="Slurm partition (default: the cluster's)")
-    p.add_argument("--slurm-time-min", type=int, default=120, help="time limit of one array task, minutes")
+    p.add_argument("--slurm-time-min", type=argtype(validation.POSITIVE_INT, "--slurm-time-min"), default=120, help="time limit of one array task, minutes")
     p.add_argument("--slurm-mem-gb", type=float, default=None, help="memory of one array task, GB (default: the cluster's)")
     p.add_argument("--slurm-setup", action="append", default=[], metavar="LINE",
                    help="shell line run before each task (repeatable), e.g. 'source /shared/venv/bin/activate'")
@@ -128,12 +131,6 @@ def run(args: argparse.Namespace) -> int:
     from headwatch.paths import default_cache_dir
     from headwatch.probes.record import write_json_atomic
 
-    for name in ("workers", "n_examples", "cpus_per_task"):
-        value = getattr(args, name)
-        if value is not None and value < 1:
-            return _fail(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
-    if args.retries < 0 or (args.gpus_per_task is not None and args.gpus_per_task < 0):
-        return _fail("--retries and --gpus-per-task cannot be negative")
     if args.address and args.executor != "ray":
         return _fail(f"--address is for --executor ray, not {args.executor}")
     try:

@@ -125,8 +125,9 @@ def test_bad_input_is_refused_before_anything_runs(tiny_panel, tmp_path, capsys)
     assert "unknown revision 'step15'" in capsys.readouterr().err
     assert main([*base, "--address", "auto"]) == 2
     assert "--address is for --executor ray" in capsys.readouterr().err
-    assert main([*base, "--workers", "0"]) == 2
-    assert "--workers must be a positive integer" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as usage:  # argparse refuses it, with headwatch.validation's rule
+        main([*base, "--workers", "0"])
+    assert usage.value.code == 2 and "--workers: got 0; allowed: an integer >= 1" in capsys.readouterr().err
     assert main([*base, "--executor", "slurm", "--slurm-option", "account"]) == 2
     assert "KEY=VALUE" in capsys.readouterr().err
     assert main(["measure-panel", "--panel", "no-such-panel"]) == 2
