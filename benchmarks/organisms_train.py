@@ -1,6 +1,6 @@
 """Time each organism's training from scratch, then (optionally) probe every checkpoint.
 
-    python benchmarks/organisms_train.py [--family all] [--seed 0] [--cache-dir DIR] [--threads 2]
+    python benchmarks/organisms_train.py [--family all] [--seed 0] [--cache-dir DIR]
                                          [--probe] [--json OUT.json]
 
 Trains into a fresh temporary cache unless --cache-dir is given (an existing complete organism there
@@ -25,7 +25,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from headwatch.fixtures.hubcache import repo_folder
-from headwatch.fixtures.organisms import FAMILIES, ORGANISMS, ensure_trained
+from headwatch.fixtures.organisms import FAMILIES, ORGANISMS, TRAIN_THREADS, ensure_trained
 from headwatch.fixtures.organisms.train import TrainLog, state_folder
 
 
@@ -105,7 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--family", default="all", choices=[*FAMILIES, "all"])
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cache-dir", default=None)
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--threads", type=int, default=TRAIN_THREADS,
+                   help="torch threads for --time-steps only; real training is always one thread on the pinned "
+                        "numeric path (docs/numerics.md)")
     p.add_argument("--probe", action="store_true", help="probe every checkpoint after training")
     p.add_argument("--json", default=None, help="write all numbers to this JSON file")
     p.add_argument("--time-steps", type=int, default=0, metavar="N",
@@ -127,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     for family in families:
         before = load_average()
         t0 = time.perf_counter()
-        repo = ensure_trained(family, args.seed, cache_dir, threads=args.threads)
+        repo = ensure_trained(family, args.seed, cache_dir)
         wall = time.perf_counter() - t0
         log = TrainLog.load(state_folder(cache_dir, family, args.seed) / "log.json")
         results[family] = {
