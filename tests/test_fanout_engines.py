@@ -62,8 +62,11 @@ def offline(monkeypatch):
 @pytest.fixture(scope="module")
 def ray_cluster():
     """A local Ray cluster on 127.0.0.1 for this module's tests, shut down afterwards."""
-    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # before the first import of ray
-    os.environ["HF_HUB_OFFLINE"] = "1"  # the cluster's workers inherit the environment of this process
+    # The cluster's workers inherit this process's environment; set it for the module only, so later
+    # tests in this xdist worker do not run offline by accident.
+    mp = pytest.MonkeyPatch()
+    mp.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # before the first import of ray
+    mp.setenv("HF_HUB_OFFLINE", "1")
     import ray
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=128 * 2**20,
@@ -73,6 +76,7 @@ def ray_cluster():
         yield ray
     finally:
         ray.shutdown()
+        mp.undo()
 
 
 def check_cache(cache: Path, expected: dict[str, dict]) -> None:

@@ -357,8 +357,12 @@ def endpoint(server, monkeypatch):
     (the loops themselves stay: bounded by huggingface_hub's max_retries)."""
     import huggingface_hub.utils._http as hf_http
 
+    from huggingface_hub import constants
+
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    # read once at import: a machine that exports HF_HUB_OFFLINE=1 (CI) would keep the client offline
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     point_client_at(monkeypatch, server.endpoint)
     monkeypatch.setattr(hf_http, "time", SimpleNamespace(**{**{k: getattr(time, k) for k in dir(time)
@@ -593,9 +597,15 @@ print(json.dumps({"statuses": [e.status for e in session.run.entries],
 """
 
 
+OFFLINE_VARS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+
+
 def run_child(panel: Path, cache: Path, env: dict, refresh: bool = False) -> dict:
+    """Run CHILD_PANEL in a fresh process; the offline switches come from ``env`` only, never from the
+    parent's environment (CI machines set HF_HUB_OFFLINE=1 globally)."""
+    base = {k: v for k, v in os.environ.items() if k not in OFFLINE_VARS}
     out = subprocess.run([sys.executable, "-c", CHILD_PANEL, str(panel), str(cache), "1" if refresh else "0"],
-                         env={**os.environ, "HF_HUB_DISABLE_PROGRESS_BARS": "1", **env}, cwd=panel.parent,
+                         env={**base, "HF_HUB_DISABLE_PROGRESS_BARS": "1", **env}, cwd=panel.parent,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -611,9 +621,8 @@ def test_hf_endpoint_alone_then_offline_reuse(repos, tmp_path):
     hub_cache = tmp_path / "hub"
     revisions = ["step0-tokens0B", "step2000-tokens4B"]
     panel = hub_panel(tmp_path, hub_cache, "test-org/olmo-tiny", revisions)
-    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
     with HubServer(repos) as srv:
-        online = run_child(panel, tmp_path / "hw", {**env, "HF_ENDPOINT": srv.endpoint})
+        online = run_child(panel, tmp_path / "hw", {"HF_ENDPOINT": srv.endpoint})
         assert online["statuses"] == ["computed", "computed"]
         assert srv.requests("GET", "/api/models/test-org/olmo-tiny/refs")
         dead = srv.endpoint
