@@ -259,6 +259,7 @@ def test_online_resolution_with_list_repo_refs(monkeypatch, tmp_path):
     import huggingface_hub
 
     monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)  # a machine may export it globally
     names = ["main", "step50000-tokens209B", "step100000-tokens419B", "step200000-tokens838B"]
     files = {"step100000-tokens419B": ["config.json", "model-00001-of-00002.safetensors"],
              "step200000-tokens838B": ["config.json", "pytorch_model.bin"]}
