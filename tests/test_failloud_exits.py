@@ -25,44 +25,24 @@ from headwatch.cli import EXIT_CODES
 from headwatch.fixtures import organisms  # imported before pytester's in-process runs snapshot sys.modules
 from headwatch.fixtures.organisms import runner
 from headwatch.fixtures.reference import PUBLISHED_DIR
-from headwatch.fixtures.tiny import tiny_model
+from headwatch.fixtures.tinypanel import local_panel_text, save_local_run
 
 pytest_plugins = ["pytester"]
 
 PYTHIA = PUBLISHED_DIR / "EleutherAI--pythia-1b"
 
-LOCAL_PANEL = """\
-[panel]
-name = "exits-local"
-[[models]]
-name = "tiny"
-repo = "{run}"
-source = "local"
-revisions = ["step0", "step100"]
-tokens = {{ per_step = 1000 }}
-[models.probe]
-n_examples = 16
-n_pr = 16
-seq_len = 64
-vocab_lo = 10
-vocab_hi = 300
-batch_size = 8
-"""
 
 
 @pytest.fixture(scope="module")
 def local_run(tmp_path_factory) -> Path:
     """A local training run of two tiny checkpoints (nothing in these tests gets as far as measuring it)."""
-    run = tmp_path_factory.mktemp("run")
-    for i, step in enumerate(("step0", "step100")):
-        tiny_model("gpt_neox", seed=i, attn_implementation="eager").save_pretrained(run / step)
-    return run
+    return save_local_run(tmp_path_factory.mktemp("run"))
 
 
 @pytest.fixture
 def local_panel(tmp_path, local_run) -> Path:
     path = tmp_path / "p.toml"
-    path.write_text(LOCAL_PANEL.format(run=local_run))
+    path.write_text(local_panel_text(local_run, panel_name="exits-local"))
     return path
 
 

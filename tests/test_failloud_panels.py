@@ -15,7 +15,7 @@ import pytest
 from headwatch.fixtures import loading
 from headwatch.fixtures.panels import PanelError, load_panel
 from headwatch.fixtures.provider import Provider, ProviderOptions
-from headwatch.fixtures.tiny import tiny_model
+from headwatch.fixtures.tinypanel import local_panel_text, save_local_run
 
 REFERENCE = """\
 [panel]
@@ -31,25 +31,6 @@ revisions = ["step1", "step256", "step3000", "step143000"]
 {expect}
 """
 
-LOCAL = """\
-[panel]
-name = "p"
-[[models]]
-name = "tiny"
-repo = "{root}"
-source = "local"
-revisions = ["step0", "step100"]
-tokens = {{ per_step = 1000 }}
-{model}
-[models.probe]
-n_examples = 16
-n_pr = 16
-seq_len = 64
-vocab_lo = 10
-vocab_hi = 300
-batch_size = 8
-{probe}
-"""
 
 #: (where the bad value goes, the TOML, what the message must name)
 BAD_VALUES = {
@@ -99,18 +80,11 @@ def reference_panel(tmp_path, tokens="tokens = { per_step = 2097152 }", model=""
 
 @pytest.fixture(scope="module")
 def run_root(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("run")
-    for i, rev in enumerate(["step0", "step100"]):
-        tiny_model("gpt_neox", seed=i, attn_implementation="eager").save_pretrained(root / rev)
-    return root
+    return save_local_run(tmp_path_factory.mktemp("run"))
 
 
 def local_panel(tmp_path, root, probe="", model="") -> Path:
-    text = LOCAL.format(root=root, model=model, probe=probe)
-    for line in probe.splitlines():  # a probe line given again replaces the template's
-        key = line.split("=")[0].strip()
-        text = "\n".join(l for l in text.splitlines() if not (l.startswith(f"{key} =") and l != line)) + "\n"
-    return _write(tmp_path, text)
+    return _write(tmp_path, local_panel_text(root, panel_name="p", model_lines=model, probe_lines=probe))
 
 
 @pytest.mark.parametrize("case", sorted(BAD_VALUES))
@@ -144,7 +118,7 @@ def test_panel_structure_is_refused(text, names, tmp_path):
 
 def test_tokens_must_follow_for_every_revision_and_total_must_cover_them(tmp_path, run_root):
     """An unknown token count sorted a revision last; a short total put revisions past the end of training."""
-    no_rule = LOCAL.format(root=run_root, model="", probe="").replace("{ per_step = 1000 }", "{ from_name = true }")
+    no_rule = local_panel_text(run_root, panel_name="p").replace("{ per_step = 1000 }", "{ from_name = true }")
     with pytest.raises(PanelError, match="cannot tell the tokens"):
         load_panel(str(_write(tmp_path, no_rule)))
     with pytest.raises(PanelError, match="total_tokens"):
