@@ -629,7 +629,7 @@ def _cases() -> list[Case]:
              expect="ok", exit=0, custom=run_kill_pytest, test=f"{TO}::test_a_killed_write_leaves_no_partial_file"))
     add(Case("x-failed-claim-exit", X, "a planted model whose F1 fails: `headwatch judge --reference-dir` (a finding, exit 1)", ["headwatch", "judge", "--reference-dir", "{ws}/ref"],
              expect="ok", exit=1, setup=reference_copy(edit_json("step143000.json", sel("L0_H1", "first-token", 500.0))),
-             check=lambda ws, r: None if "FAILS" in r.out else "no failing verdict", test=f"{TX}::test_exit_codes_of_the_cli"))
+             check=lambda ws, r: None if re.search(r"^\s*F1\s+fails\b", r.out, re.M | re.I) else "no failing F1 verdict", test=f"{TX}::test_exit_codes_of_the_cli"))
     return c
 
 
