@@ -25,7 +25,7 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from headwatch.fixtures.organisms import ORGANISMS, numerics  # noqa: E402
+from headwatch.fixtures.organisms import FAMILIES, ORGANISMS, numerics  # noqa: E402
 from headwatch.fixtures.organisms.runner import TrainingJob, train_in_subprocesses  # noqa: E402
 from headwatch.fixtures.organisms.train import missing_revisions, read_checkpoint_meta, repo_id  # noqa: E402
 from headwatch.probes.record import write_json_atomic  # noqa: E402
@@ -84,6 +84,9 @@ def probe_cell(family: str, seed: int, cache: Path) -> dict:
         "formed_inside": first is not None and first is not rows[0] and first is not rows[-1],
         "top1_final": final["top1"], "chance": chance,
         "bos_heads_layers_0_1": sorted({h for r in rows for h in r["bos_heads"] if h.startswith(("L0_", "L1_"))}),
+        # For sink organisms (issue 17): when the first BOS head appeared, and how many are left at the end.
+        "first_bos": next((r["revision"] for r in rows if r["bos_heads"]), None),
+        "bos_heads_final": len(final["bos_heads"]),
     }
     verdict["meets_bar"] = (verdict["heads_final"] >= SPEC.induction_min_heads and verdict["none_at_first"]
                             and verdict["formed_inside"] and final["top1"] >= 10 * chance)
@@ -106,7 +109,9 @@ def table(cells: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True, help="folder for cells, tables and checkpoints")
-    p.add_argument("--families", default=",".join(ORGANISMS), help="comma list (default: all)")
+    p.add_argument("--families", default=",".join(FAMILIES),
+                   help=f"comma list of ORGANISMS keys (default: the three families; also: "
+                        f"{', '.join(k for k in ORGANISMS if k not in FAMILIES)})")
     p.add_argument("--native-seeds", default="0-4", help="seeds on this machine's own path (default: 0-4)")
     p.add_argument("--other-seeds", default="0-2", help="seeds on every other path (default: 0-2)")
     p.add_argument("--paths", default="avx2,default",

@@ -580,8 +580,22 @@ def judge_formation(records: Sequence[MeasurementRecord], expect: Expectations =
         top1_iv = clopper_pearson(final.task.top1_count, final.task.n, spec.interval_level)
     training = final.provenance.get(TRAINING_PROVENANCE)
     total = float(total_tokens if total_tokens is not None else final.tokens_seen)  # type: ignore[arg-type]
+    bos_final = T.layer_order(bos_heads(final.all_head_selectivity, spec.bos))
+    with_bos = [i for i, r in enumerate(recs) if bos_heads(r.all_head_selectivity, spec.bos)]
+    first_bos = recs[with_bos[0]] if with_bos else None
+    bos_gaps = [r.revision for r in recs[with_bos[0]:] if not bos_heads(r.all_head_selectivity, spec.bos)] if with_bos else []
     unmet: list[str] = []
     if declared is not None:
+        if declared.min_bos_heads_final is not None and len(bos_final) < declared.min_bos_heads_final:
+            unmet.append(f"{len(bos_final)} BOS heads >= {spec.bos:g}x at {final.revision} "
+                         f"(needs >= {declared.min_bos_heads_final})")
+        if declared.bos_after_induction and (
+                first_bos is None or t_ind.point is None or with_bos[0] <= t_ind.point.index):
+            unmet.append(f"first BOS head at {first_bos.revision if first_bos else 'no revision'}, "
+                         f"t_induction {t_ind.revision or 'never'} (needs a BOS head, first strictly after t_induction)")
+        if declared.bos_persists and (first_bos is None or bos_gaps):
+            unmet.append("no BOS head at " + (", ".join(bos_gaps) if first_bos else "any revision")
+                         + " (needs one at every revision from the first to the final)")
         if declared.min_induction_heads_final is not None and len(heads) < declared.min_induction_heads_final:
             unmet.append(f"{len(heads)} heads >= {spec.induction:g}x at {final.revision} "
                          f"(needs >= {declared.min_induction_heads_final})")
@@ -608,10 +622,18 @@ def judge_formation(records: Sequence[MeasurementRecord], expect: Expectations =
     n_iv = final.intervals.induction_heads if final.intervals else None
     t_txt = ("never" if t_ind.point is None else
              f"{t_ind.revision} (in ({fmt_tokens(t_ind.bracket[0])}, {fmt_tokens(t_ind.bracket[1])}] tokens)")
+    bos_txt = ""
+    if declared is not None and (declared.min_bos_heads_final is not None or declared.bos_after_induction
+                                 or declared.bos_persists):
+        sel_bos = ", ".join(f"{h} {final.all_head_selectivity[h]['first-token']:.3g}x" for h in bos_final) or "none"
+        bos_txt = (f"; {len(bos_final)} BOS heads >= {spec.bos:g}x at {final.revision}: {sel_bos}; first BOS head at "
+                   + (f"{first_bos.revision} ({', '.join(T.layer_order(bos_heads(first_bos.all_head_selectivity, spec.bos)))})"
+                      if first_bos else "no revision"))
     measured = (f"{len(heads)} heads >= {spec.induction:g}x at {final.revision}"
                 + (f" (95% interval {fmt_interval(n_iv, 'g')})" if n_iv else "")
                 + f": {heads_txt}; {n_first} at {first.revision}; t_induction {t_txt}; top-1 "
                 + ("unknown" if top1 is None else f"{top1:.3g} {fmt_interval(top1_iv)}")
+                + bos_txt
                 + f"; numeric path: {plain(training) if training else 'not recorded (provenance.training)'}")
     if declared is None:
         status, message = Status.NOT_APPLICABLE, f"no formation declared in the panel; measured: {measured}"

@@ -82,3 +82,32 @@ def test_healthy_trajectory_forms():
     assert verdict.status is Status.HOLDS and verdict.details.n_heads_final == 3, verdict.message
     assert verdict.details.t_induction.revision == "step1" and not verdict.details.unmet
     assert D not in verdict.details.heads_final  # D is an early-only head
+
+
+# ---- sink organisms (issue 17): BOS heads after the circuit, persisting ---------------------------
+
+SINK_EXPECT = dataclasses.replace(FORMATION_EXPECT, formation=dataclasses.replace(
+    FORMATION_EXPECT.formation, min_bos_heads_final=2, bos_after_induction=True, bos_persists=True))
+#: Healthy induction (t_induction step1); BOS heads (layers >= 2) from step3 to the end.
+SINK_BOS = (0.0, 0.0, 0.0, 0.03125, 0.0625, 0.0625, 0.09375)
+SINK_CONTROLS = {
+    "sinks_before_induction": (dict(bos_fractions=(0.0, 0.03125, 0.0, 0.0, 0.0625, 0.0625, 0.09375)),
+                               "first BOS head at step1, t_induction step1"),
+    "no_sinks": (dict(bos_fractions=(0.0,) * 7), "0 BOS heads >= 30x at step6"),
+    "too_few_sinks_final": (dict(bos_fractions=(0.0, 0.0, 0.0, 0.03125, 0.0625, 0.0625, 0.03125)), "1 BOS heads"),
+    "sink_gap": (dict(bos_fractions=(0.0, 0.0, 0.0, 0.03125, 0.0, 0.0625, 0.09375)), "no BOS head at step4"),
+}
+
+
+def test_sink_organism_forms():
+    verdict = judge_formation(healthy(bos_fractions=SINK_BOS), SINK_EXPECT)
+    assert verdict.status is Status.HOLDS, verdict.message
+    assert "3 BOS heads >= 30x at step6" in verdict.message and "first BOS head at step3" in verdict.message
+
+
+@pytest.mark.parametrize("name", sorted(SINK_CONTROLS))
+def test_negative_control_sink_formation_fails(name):
+    overrides, shown = SINK_CONTROLS[name]
+    verdict = judge_formation(healthy(**overrides), SINK_EXPECT)
+    assert verdict.status is Status.FAILS, f"{name}: sink formation judged to hold ({verdict.message})"
+    assert shown in verdict.message, verdict.message

@@ -151,12 +151,19 @@ class Formation:
     ``min_induction_heads_final``: heads at induction selectivity >= SPEC.induction at the final
     revision; ``formed_within``: where t_induction (SPEC's milestone) must lie; ``none_at_first``:
     no induction head at the first revision; ``min_top1_final``: task top-1 at the final revision.
+    Sink organisms (issue 17) also declare: ``min_bos_heads_final``: BOS heads (first-token
+    selectivity >= SPEC.bos, any layer) at the final revision; ``bos_after_induction``: the first
+    revision with a BOS head comes strictly after t_induction; ``bos_persists``: every revision from
+    that one to the final has a BOS head.
     """
 
     min_induction_heads_final: int | None = None
     formed_within: FormationWindow | None = None
     none_at_first: bool = False
     min_top1_final: float | None = None
+    min_bos_heads_final: int | None = None
+    bos_after_induction: bool = False
+    bos_persists: bool = False
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,10 @@ class ArchSpec:
     layers: str  # the ModuleList of decoder layers
     attention: str  # attention block, relative to one layer
     out_proj: str  # output projection, relative to the attention block
+    #: Parameters (relative to one layer) that write the layer's output into the residual stream:
+    #: the attention output projection and the MLP's (or experts') down-projection, biases included.
+    #: Zeroing them makes the layer an exact identity (organisms grown part-way: fixtures/organisms/growth.py).
+    residual_writers: tuple[str, ...] = ()
     n_heads_attr: str = "num_attention_heads"
     n_layers_attr: str = "num_hidden_layers"
     #: Mixture-of-experts models: the experts module, relative to one layer, and the config
@@ -28,12 +32,15 @@ class ArchSpec:
     top_k_attr: str = "num_experts_per_tok"
 
 
+_DENSE_WRITERS = ("self_attn.o_proj", "mlp.down_proj")
 ARCHITECTURES: dict[str, ArchSpec] = {
-    "gpt_neox": ArchSpec(layers="gpt_neox.layers", attention="attention", out_proj="dense"),
-    "olmo": ArchSpec(layers="model.layers", attention="self_attn", out_proj="o_proj"),
-    "olmo2": ArchSpec(layers="model.layers", attention="self_attn", out_proj="o_proj"),
-    "olmoe": ArchSpec(layers="model.layers", attention="self_attn", out_proj="o_proj", experts="mlp.experts"),
-    "llama": ArchSpec(layers="model.layers", attention="self_attn", out_proj="o_proj"),
+    "gpt_neox": ArchSpec(layers="gpt_neox.layers", attention="attention", out_proj="dense",
+                         residual_writers=("attention.dense", "mlp.dense_4h_to_h")),
+    "olmo": ArchSpec(layers="model.layers", attention="self_attn", out_proj="o_proj", residual_writers=_DENSE_WRITERS),
+    "olmo2": ArchSpec(layers="model.layers", attention="self_attn", out_proj="o_proj", residual_writers=_DENSE_WRITERS),
+    "olmoe": ArchSpec(layers="model.layers", attention="self_attn", out_proj="o_proj", experts="mlp.experts",
+                      residual_writers=("self_attn.o_proj", "mlp.experts.down_proj")),
+    "llama": ArchSpec(layers="model.layers", attention="self_attn", out_proj="o_proj", residual_writers=_DENSE_WRITERS),
 }
 
 
@@ -72,6 +79,25 @@ def attention_modules(model: nn.Module) -> list[nn.Module]:
     """Attention block of every layer, in layer order."""
     spec = arch_spec(model)
     return [layer.get_submodule(spec.attention) for layer in model.get_submodule(spec.layers)]
+
+
+def decoder_layers(model: nn.Module) -> nn.ModuleList:
+    """The ModuleList of decoder layers."""
+    return model.get_submodule(arch_spec(model).layers)
+
+
+def residual_writer_parameters(model: nn.Module, layer: int) -> dict[str, nn.Parameter]:
+    """Parameters of decoder layer ``layer`` that write into the residual stream, by name relative
+    to the layer (see ArchSpec.residual_writers); every writer the table names must exist."""
+    spec = arch_spec(model)
+    if not spec.residual_writers:
+        raise ValueError(f"probes/architectures.py has no residual_writers for model_type {model.config.model_type!r}")
+    params = dict(decoder_layers(model)[layer].named_parameters())
+    out = {n: p for n, p in params.items() if any(n == w or n.startswith(w + ".") for w in spec.residual_writers)}
+    found = {w for w in spec.residual_writers if any(n == w or n.startswith(w + ".") for n in out)}
+    if found != set(spec.residual_writers):
+        raise ValueError(f"layer {layer} has no parameter under {sorted(set(spec.residual_writers) - found)}")
+    return out
 
 
 def out_proj_modules(model: nn.Module) -> list[nn.Module]:

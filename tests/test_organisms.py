@@ -221,9 +221,10 @@ def test_child_trains_under_a_lock_and_reports_each_checkpoint(tmp_path, monkeyp
 
 def test_cli_families_are_the_packages():
     from headwatch.fixtures.organisms import FAMILIES
-    from headwatch.fixtures.organisms.cli import FAMILIES as CLI_FAMILIES
+    from headwatch.fixtures.organisms.cli import FAMILIES as CLI_FAMILIES, ORGANISM_NAMES
 
     assert CLI_FAMILIES == FAMILIES
+    assert ORGANISM_NAMES == tuple(ORGANISMS)
 
 
 def test_log_schedule_is_log_spaced_from_zero():

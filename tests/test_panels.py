@@ -191,6 +191,8 @@ def test_malformed_toml(tmp_path):
     (MINIMAL + "[models.expect.formation]\nformed_within = { fraction = [0.1, 0.5], revisions = ['step1', 'step2'] }\n",
      "exactly one of revisions or fraction"),
     (MINIMAL + "[models.expect.formation]\nmin_heads = 3\n", r"unknown key\(s\) min_heads"),
+    (MINIMAL + "[models.expect.formation]\nmin_bos_heads_final = 0\n", "min_bos_heads_final: must be >= 1"),
+    (MINIMAL + "[models.expect.formation]\nbos_after_induction = 'yes'\n", "bos_after_induction.*true or false"),
 ])
 def test_schema_errors_say_what_is_wrong(text, message):
     with pytest.raises(PanelError, match=message):
@@ -228,11 +230,14 @@ def test_expectations_and_probe_overrides():
         formed_within = { revisions = ["step1", "step2"] }
         none_at_first = true
         min_top1_final = 0.5
+        min_bos_heads_final = 2
+        bos_after_induction = true
+        bos_persists = true
     """)).models[0]
     assert m.expect.bos_shape == "step" and m.expect.dclm
     assert m.expect.xfail == {"F4": Deviation("table says 10B, files say 23B", key=(0.005, 0.01)),
                               "F1": Deviation("a BOS head", revisions=("step2",), heads=("L0_H3",))}
-    assert m.expect.formation == Formation(3, FormationWindow(revisions=("step1", "step2")), True, 0.5)
+    assert m.expect.formation == Formation(3, FormationWindow(revisions=("step1", "step2")), True, 0.5, 2, True, True)
     assert m.expect.declared("F4").expected() == "key in [0.005, 0.01]"
     assert m.expect.paper_f4_tokens == 10e9 and m.expect.min_ratio == 10.0  # the SPEC's bar unless declared
     s1, s2 = m.settings_for("step1"), m.settings_for("step2")
