@@ -131,6 +131,19 @@ def test_the_audit_example_is_a_second_seed_of_a_shipped_organism():
     assert list(m.revisions) == org.revisions()
     assert set(m.expect.xfail) == {"F4"}
 
+
+def test_the_sink_example_declares_its_sinks():
+    """docs/examples/sink-organism-seed1.toml: the grown OLMoE, seed 1, with the sink conditions."""
+    organisms = pytest.importorskip("headwatch.fixtures.organisms")
+    example = Path(__file__).resolve().parents[1] / "docs" / "examples" / "sink-organism-seed1.toml"
+    (m,) = load_panel(str(example)).models
+    org = organisms.ORGANISMS[m.organism.family]
+    assert org.recipe.growth is not None and m.repo == org.repo_id(1) == "headwatch-organisms/olmoe-grown-seed1"
+    assert list(m.revisions) == org.revisions() and m.total_tokens == org.tokens_seen("step4500")
+    f = m.expect.formation
+    assert f.min_bos_heads_final == 1 and f.bos_after_induction and f.bos_persists
+
+
 def test_default_panels_need_neither_network_nor_gpu():
     assert default_panels() == ["organisms", "published"]
 
