@@ -99,7 +99,7 @@ SINK_CONTROLS = {
 }
 
 
-def test_sink_organism_forms():
+def test_healthy_trajectory_forms_with_declared_sinks():
     verdict = judge_formation(healthy(bos_fractions=SINK_BOS), SINK_EXPECT)
     assert verdict.status is Status.HOLDS, verdict.message
     assert "3 BOS heads >= 30x at step6" in verdict.message and "first BOS head at step3" in verdict.message
