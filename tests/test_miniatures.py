@@ -159,3 +159,17 @@ def test_whole_measure_pipeline_on_each_miniature(name, miniature_folders, tmp_p
     # stored in float16/float32/bfloat16, probed in float32 (what the paper's author needed)
     assert record.provenance["dtype"] == "float32" and record.provenance["model_type"] == REAL_MODELS[name].published["model_type"]
     assert record.provenance["resolved_from"] == "local" and len(record.provenance["weights_hash"]) == 64
+
+
+def test_gpt2_probe_longer_than_its_learned_positions_is_refused_before_the_weights(tmp_path):
+    """GPT-2 has 1024 learned positions (n_positions; transformers reads it as max_position_embeddings):
+    a longer probe is refused from config.json alone, naming the limit, not an index error mid-forward."""
+    from headwatch.fixtures import loading, preflight
+    from headwatch.probes.record import ProbeSettings
+    from headwatch.validation import InputError
+
+    miniature_model("mistral-gpt2-small", dtype="stored").save_pretrained(tmp_path / "run" / "step0")
+    resolved = loading.resolve_local(tmp_path / "run", "step0")
+    settings = ProbeSettings(n_examples=4, seq_len=1025, vocab_lo=100, vocab_hi=10000, n_pr=4, batch_size=4)
+    with pytest.raises(InputError, match=r"seq_len: got 1025, beyond the 1024 positions"):
+        preflight.check_before_load(resolved, settings, offline=True)
