@@ -18,14 +18,6 @@ from headwatch.fixtures.provider import Provider, ProviderOptions
 from headwatch.fixtures.tiny import checkpoint_files, tiny_model
 
 REPO = "tiny-org/gpt2-bin"
-PROBE = """
-[models.probe]
-n_examples = 8
-seq_len = 64
-vocab_lo = 16
-vocab_hi = 300
-n_pr = 8
-"""
 ARGS = ["--n-examples", "8", "--seq-len", "64", "--vocab-lo", "10", "--vocab-hi", "300", "--n-pr", "8",
         "--batch-size", "4", "--device", "cpu"]
 
@@ -84,29 +76,34 @@ def offline(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
 
 
-def panel(hub: Path, tmp_path: Path, revisions: list[str], allow: str | None) -> Path:
+def panel(hub: Path, tmp_path: Path, revisions: list[str], allow: str | None, probe: str) -> Path:
     revs = ", ".join(f'"{r}"' for r in revisions)
     key = f"allow_pickle = {allow}\n" if allow is not None else ""
     path = tmp_path / "p.toml"
     path.write_text(f'[[models]]\nname = "gpt2-bin"\nrepo = "{REPO}"\nsource = "hub"\nrevisions = [{revs}]\n'
-                    f'tokens = {{ per_step = 1000 }}\nhub_cache_dir = "{hub}"\n{key}{PROBE}')
+                    f'tokens = {{ per_step = 1000 }}\nhub_cache_dir = "{hub}"\n{key}{probe}')
     return path
 
 
-def records(hub: Path, tmp_path: Path, revisions: list[str], allow: str | None):
-    pm = load_panel(panel(hub, tmp_path, revisions, allow)).models[0]
-    return Provider(ProviderOptions(cache_dir=tmp_path / "hw", device="cpu", progress=False)).model_records(pm)
+@pytest.fixture
+def records(hub, tmp_path, tiny_probe):
+    """``records(revisions, allow)``: REPO's records measured through a panel (``allow_pickle = allow``,
+    or no such key for None)."""
+    def measure(revisions: list[str], allow: str | None):
+        pm = load_panel(panel(hub, tmp_path, revisions, allow, tiny_probe)).models[0]
+        return Provider(ProviderOptions(cache_dir=tmp_path / "hw", device="cpu", progress=False)).model_records(pm)
+    return measure
 
 
-def test_a_pickle_only_revision_is_refused_by_default_naming_the_opt_in(hub, tmp_path):
+def test_a_pickle_only_revision_is_refused_by_default_naming_the_opt_in(records):
     with pytest.raises(loading.NoSafetensorsError) as e:
-        records(hub, tmp_path, ["step0"], None)
+        records(["step0"], None)
     msg = str(e.value)
     assert "no safetensors weights (found: pytorch_model.bin)" in msg and "can run code" in msg
     assert "allow_pickle = true" in msg and "--allow-pickle" in msg and "weights_only=True" in msg
 
 
-def test_with_the_opt_in_it_loads_through_weights_only_and_says_so(hub, tmp_path, models, monkeypatch):
+def test_with_the_opt_in_it_loads_through_weights_only_and_says_so(records, models, monkeypatch):
     import torch
 
     calls = []
@@ -117,7 +114,7 @@ def test_with_the_opt_in_it_loads_through_weights_only_and_says_so(hub, tmp_path
         return real_load(*args, **kwargs)
 
     monkeypatch.setattr(torch, "load", spy)
-    (record,) = records(hub, tmp_path, ["step0"], "true")
+    (record,) = records(["step0"], "true")
     assert calls and all(w is True for w in calls)  # torch.load, and only ever with weights_only=True
     assert record.provenance["weights_format"] == "pickle"
     assert record.provenance["weight_files"] == ["pytorch_model.bin"]
@@ -125,8 +122,8 @@ def test_with_the_opt_in_it_loads_through_weights_only_and_says_so(hub, tmp_path
     assert record.n_layers == 2 and record.n_heads == 4
 
 
-def test_safetensors_are_read_where_a_revision_has_both(hub, tmp_path, models):
-    (record,) = records(hub, tmp_path, ["step1"], "true")
+def test_safetensors_are_read_where_a_revision_has_both(records, hub, models):
+    (record,) = records(["step1"], "true")
     assert record.provenance["weights_format"] == "safetensors"
     assert record.provenance["weight_files"] == ["model.safetensors"]
     assert record.provenance["weights_hash"] == loading.weights_hash(models[1]) != loading.weights_hash(models[0])
