@@ -6,8 +6,10 @@ imported, and those modules import torch and transformers inside ``run``, so ``h
 and ``--version`` answer at once.
 
 Exit codes (:data:`EXIT_CODES`, also in ``--help`` and the README): a subcommand returns 0 or 1;
-bad input anywhere (argparse, or a :class:`headwatch.validation.InputError` from any layer) is 2
-with one message; any other exception is 3 with its traceback: a crash is never a failed claim.
+bad input anywhere (argparse, a :class:`headwatch.validation.InputError` from any layer, or the
+machine refusing: a full disk, a permission, out of memory, as ``headwatch.validation.input_error_from``
+classes them) is 2 with one message; any other exception is 3 with its traceback: a crash is never a
+failed claim.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ import sys
 import traceback
 
 from headwatch import __version__
-from headwatch.validation import InputError
+from headwatch.validation import input_error_from
 
 #: What each exit status means, for every subcommand.
 EXIT_CODES = {
@@ -111,10 +113,11 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted: finished measurements are kept; run the same command again to resume",
               file=sys.stderr)
         return 130
-    except InputError as e:
-        print(f"headwatch {args.command}: error: {e}", file=sys.stderr)
-        return 2
-    except Exception:  # noqa: BLE001 - anything else is a bug in headwatch, and must not read as a finding
+    except Exception as e:  # noqa: BLE001 - bad input (2), or a bug in headwatch (3): never a finding
+        problem = input_error_from(e)  # InputError, or the user's machine (a full disk, a permission)
+        if problem is not None:
+            print(f"headwatch {args.command}: error: {problem}", file=sys.stderr)
+            return 2
         traceback.print_exc()
         print(f"headwatch {args.command}: internal error (exit 3): this is a bug in headwatch, not a finding "
               f"about the model. Please report it with the command line and the traceback above "

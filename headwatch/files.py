@@ -30,7 +30,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from headwatch.validation import InputError
+from headwatch.validation import InputError, input_error_from
 
 #: ``--out -`` / ``--json -``: write to stdout.
 STDOUT = "-"
@@ -64,18 +64,23 @@ def dir_mode() -> int:
 def write_atomic(path: str | os.PathLike, data: bytes | str) -> None:
     """Write ``data`` to a temporary file beside ``path``, give it the umask's mode, rename it into place."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode("utf-8") if isinstance(data, str) else data)
             os.fchmod(f.fileno(), file_mode())  # mkstemp's 0600 is for the temporary name only
             f.flush()
             os.fsync(f.fileno())  # the bytes reach the disk (or the file server) before the name does
         os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
+    except BaseException as e:
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
+        # a full disk, a quota, a permission: the user's machine, named with the file (bad input)
+        problem = input_error_from(e, f"writing {path}") if isinstance(e, OSError) else None
+        if problem is not None:
+            raise problem from None
         raise
 
 

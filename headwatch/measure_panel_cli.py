@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from headwatch import validation
+from headwatch.files import check_folder, check_output_dir
 from headwatch.validation import DTYPES, argtype
 
 log = logging.getLogger("headwatch.measure_panel")
@@ -92,7 +93,7 @@ def _slurm_options(pairs: list[str]) -> dict[str, str]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise ValueError(f"--slurm-option {pair!r} is not KEY=VALUE (e.g. account=myproj)")
+            raise validation.InputError(f"--slurm-option {pair!r} is not KEY=VALUE (e.g. account=myproj)")
         out[key.strip().replace("-", "_")] = value.strip()
     return out
 
@@ -138,6 +139,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         return _fail(str(e))
 
+    if args.log_dir:  # written after the tasks: a file there must fail now, not after hours of work
+        check_folder(args.log_dir, "--log-dir")
     cache_dir = Path(args.cache_dir).expanduser().resolve() if args.cache_dir else default_cache_dir()
     options = ProviderOptions(
         cache_dir=cache_dir, device=args.device, dtype=args.dtype, n_examples=args.n_examples, progress=False,
@@ -173,6 +176,7 @@ def run(args: argparse.Namespace) -> int:
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
     log_dir = Path(args.log_dir).expanduser() if args.log_dir else cache_dir / "fanout" / f"{stamp}-{args.executor}"
+    check_output_dir(log_dir, "--log-dir")  # made now and proven writable, before any task runs
     executor = build_executor(args, log_dir)
     print(f"running {len(plan.tasks)} task(s) on {executor.name}"
           + (f", {args.workers} at a time" if args.workers else "") + f"; logs and summary in {log_dir}", flush=True)

@@ -232,7 +232,10 @@ def _setup(config: pytest.Config) -> HeadwatchSession:
     from headwatch.validation import InputError
 
     _share_cpu_threads(config)
-    options = _provider_options(config)
+    try:
+        options = _provider_options(config)  # a folder option given a file, say
+    except InputError as e:
+        raise pytest.UsageError(str(e)) from None
     for flag in ("panel", "models", "revisions"):
         if any(not v.strip(" ,") for v in config.getoption(flag)):  # `--panel ""`: not "the default panels"
             raise pytest.UsageError(f"--{flag}: got an empty value; give names (a comma list), or leave the option out")
@@ -540,11 +543,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     exc = call.excinfo.value
     if isinstance(exc, (AssertionError, pytest.fail.Exception)) and rep.when == "call":
         return  # a claim that does not hold: the finding
-    from headwatch.validation import InputError
+    from headwatch.validation import input_error_from
 
-    if isinstance(exc, InputError):
+    problem = input_error_from(exc)  # InputError, or the user's machine (a full disk, a permission)
+    if problem is not None:
         rep.user_properties.append((ERROR_PROPERTY, "input"))
-        rep.longrepr = f"bad input: {exc}"  # the message says what to do; a traceback would bury it
+        rep.longrepr = f"bad input: {problem}"  # the message says what to do; a traceback would bury it
     else:
         rep.user_properties.append((ERROR_PROPERTY, "crash"))
         rep.sections.append(("headwatch", "internal error: this exception is a bug in headwatch, not a finding "

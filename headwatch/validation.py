@@ -14,6 +14,7 @@ in a foreign test run must not pay for torch.
 from __future__ import annotations
 
 import argparse
+import errno
 import functools
 import math
 import re
@@ -46,6 +47,57 @@ class InputError(ValueError):
     ``headwatch`` exits 2 on it; under pytest it is a usage error (exit 4). Every error headwatch
     raises about what a user gave (panels, checkpoints, records, folders) derives from it.
     """
+
+
+class EnvironmentProblem(InputError):
+    """The machine refused what headwatch asked of it (a full disk, a permission, a read-only file
+    system, too many open files, not enough memory): the user's environment, not a defect."""
+
+
+#: OSError kinds that are the user's files or machine, never a defect of headwatch, and what to do.
+ENVIRONMENT_ERRNOS: dict[int, str] = {
+    errno.ENOSPC: "the file system is full: free space there, or write somewhere else",
+    errno.EDQUOT: "the disk quota is used up: free space there, or write somewhere else",
+    errno.EROFS: "the file system is read-only: write somewhere else",
+    errno.EACCES: "permission denied: give a path you may use, or change its permissions",
+    errno.EPERM: "the operation is not permitted there (an immutable or protected path): use another path",
+    errno.ENOTDIR: "a part of the path is a file, not a folder: give a path through folders",
+    errno.EISDIR: "it is a folder where a file was expected: give a file",
+    errno.ELOOP: "a symlink loop (a link pointing back at itself): fix or remove the link",
+    errno.ENAMETOOLONG: "the name is too long for the file system: use a shorter path",
+    errno.EFBIG: "the file would exceed what the file system (or ulimit -f) allows: write somewhere else",
+    errno.EMFILE: "this process may open no more files (ulimit -n): raise the limit",
+    errno.ENFILE: "the system may open no more files: close some programs, or raise the limit",
+    errno.EIO: "the device reported an input/output error (a failing disk or network file system): check it",
+    errno.ENXIO: "no such device (a FIFO with no writer, or a device that is gone): give a regular file",
+}
+#: Exceptions from outside the standard library that mean the same (matched by class name: no import).
+_OUT_OF_MEMORY = {"MemoryError": "the machine ran out of memory: use a smaller batch (--batch-size), fewer "
+                                  "examples, or a machine (or GPU) with more memory",
+                  "OutOfMemoryError": "the GPU ran out of memory: use a smaller batch (--batch-size), or "
+                                      "--device cpu, or a GPU with more memory"}
+
+
+def input_error_from(exc: BaseException, doing: str = "") -> InputError | None:
+    """``exc`` as the bad-input error it is, or None when it is a defect of headwatch.
+
+    The one place where exceptions other code raises are classed: an InputError is itself; an OSError
+    of a kind in :data:`ENVIRONMENT_ERRNOS`, or running out of memory, is an
+    :class:`EnvironmentProblem` naming the path and what to do (``doing``: what headwatch was doing,
+    such as "writing /x/o.json"). The CLI (exit 2), the pytest plugin (exit 4) and the fan-out's
+    task reasons all ask here."""
+    if isinstance(exc, InputError):
+        return exc
+    if isinstance(exc, OSError) and exc.errno in ENVIRONMENT_ERRNOS:
+        where = doing or " -> ".join(str(p) for p in (exc.filename, exc.filename2) if p is not None)
+        return EnvironmentProblem(f"{where + ': ' if where else ''}{exc.strerror or exc} "
+                                  f"({errno.errorcode.get(exc.errno, exc.errno)}); {ENVIRONMENT_ERRNOS[exc.errno]}")
+    for cls in type(exc).__mro__:
+        if cls.__name__ in _OUT_OF_MEMORY:
+            first = (str(exc).splitlines() or [""])[0][:200]
+            return EnvironmentProblem(f"{doing + ': ' if doing else ''}{_OUT_OF_MEMORY[cls.__name__]}"
+                                      + (f" ({first})" if first else ""))
+    return None
 
 
 # ---- one value ------------------------------------------------------------------------------

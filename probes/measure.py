@@ -23,7 +23,7 @@ from headwatch.validation import InputError, check_probe_settings, check_setting
 from . import ablation as ablation_lib
 from .architectures import HeadGeometry, head_geometry
 from .batch import InductionBatch, induction_batch
-from .capture import capturing, check_finite
+from .capture import NonFiniteError, capturing, check_finite
 from .intervals import record_intervals
 from .participation import participation_ratio
 from .record import (
@@ -43,7 +43,8 @@ class TaskAccumulator:
         """logits: [B, V] at the query position; target: [B] token ids."""
         logits = logits.float()
         if not torch.isfinite(logits).all():
-            raise FloatingPointError("non-finite logits at the query position; measure in float32")
+            raise NonFiniteError("non-finite logits at the query position; the checkpoint or dtype gives garbage "
+                                 "here: measure in float32 (--dtype float32)")
         target = target.to(logits.device)
         self.loss += F.cross_entropy(logits, target, reduction="sum").item()
         top5 = logits.topk(min(5, logits.shape[-1]), dim=-1).indices
@@ -159,6 +160,24 @@ def intervals_of(screened: ScreenResult, task: TaskMetrics, ablations: list[Abla
     )
 
 
+def non_finite_parameters(model: nn.Module) -> list[str]:
+    """Names of the parameters and buffers holding NaN or inf (floating ones), in model order."""
+    return [name for name, t in [*model.named_parameters(), *model.named_buffers()]
+            if t.is_floating_point() and not bool(torch.isfinite(t).all())]
+
+
+def _with_weights_named(e: NonFiniteError, model: nn.Module, what: str) -> NonFiniteError:
+    """Non-finite activations: if the weights themselves hold NaN or inf, say which (another dtype
+    will not help: the checkpoint is damaged or its training diverged)."""
+    bad = non_finite_parameters(model)
+    if not bad:
+        return e
+    return NonFiniteError(
+        f"{what}: its weights hold NaN or inf in {len(bad)} tensor(s): {', '.join(bad[:5])}"
+        + (" ..." if len(bad) > 5 else "") + f" (so {str(e).split(';')[0]}). The checkpoint is damaged or its "
+        "training diverged: measure another revision, or save or download this one again")
+
+
 def measure(
     model: nn.Module,
     settings: ProbeSettings = ProbeSettings(),
@@ -198,7 +217,10 @@ def measure(
         disable=not progress or not sys.stderr.isatty(), leave=False,  # no cursor escapes in logs
     )
     try:
-        screened = screen(model, batch, settings, geometry, bar.update)
+        try:
+            screened = screen(model, batch, settings, geometry, bar.update)
+        except NonFiniteError as e:
+            raise _with_weights_named(e, model, f"{model_name}@{revision}") from None
         table, pr, task, n_valid = screened.table, screened.pr, screened.task, screened.n_valid
         ablations: list[AblationResult] = []
         circuit = sorted(induction_circuit(table, settings.induction_threshold))

@@ -54,7 +54,7 @@ def parse_head_key(key: str) -> tuple[int, int]:
             raise ValueError
         return int(layer_part[1:]), int(head_part[1:])
     except (ValueError, IndexError):
-        raise ValueError(f"not a head key of the form 'L<layer>_H<head>': {key!r}") from None
+        raise InputError(f"not a head key of the form 'L<layer>_H<head>': {key!r}") from None
 
 
 @dataclass(frozen=True)
