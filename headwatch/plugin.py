@@ -270,7 +270,7 @@ def select_revisions(config: pytest.Config) -> list[Any]:
     lazily at collection; explicit lists resolve at configure time.
     """
     from headwatch.fixtures import panels as panels_mod
-    from headwatch.names import did_you_mean, split_list
+    from headwatch.names import split_list
     from headwatch.validation import InputError
 
     s = state(config)
@@ -288,14 +288,8 @@ def select_revisions(config: pytest.Config) -> list[Any]:
                 revisions=split_list(config.getoption("revisions")) or None,
                 list_branches=s.provider.list_revisions,
             )
-            for m in models:  # a published model's revisions are known now: a missing one is a usage error
-                if m.source == "reference" and not s.options.reference_dir:
-                    published = s.provider.list_revisions(m)
-                    absent = [r for r in m.revisions if r not in published]
-                    if absent:
-                        raise panels_mod.PanelError(
-                            f"model {m.id}: no published measurement at {', '.join(absent)}; published: "
-                            f"{', '.join(published)}" + did_you_mean(absent[0], published))
+            for m in models:  # revisions the source does not have: one usage error listing them all, now
+                s.provider.refuse_missing_revisions(m)
         except InputError as e:  # PanelError, LoadingError, ...
             raise pytest.UsageError(str(e)) from None
         s.selection, s.resolved = models, True
