@@ -24,6 +24,7 @@ from pathlib import Path
 
 from headwatch import validation
 from headwatch.files import check_folder, check_output_dir
+from headwatch.names import duration
 from headwatch.validation import DTYPES, argtype
 
 log = logging.getLogger("headwatch.measure_panel")
@@ -187,10 +188,13 @@ def run(args: argparse.Namespace) -> int:
         done += 1
         what = (f"{r.status} in {r.seconds:.1f} s (measuring {r.measure_seconds:.1f} s)" if r.ok
                 else f"FAILED: {r.error}")
+        left = (time.perf_counter() - started) / done * (len(plan.tasks) - done)  # at this pace
         print(f"[{done}/{len(plan.tasks)}] {r.label}: {what}"
               + (f" on {r.host} pid {r.pid}" if r.pid else "")
-              + (f", evicted {r.evicted_bytes / 2**20:.0f} MiB" if r.evicted_bytes else ""), flush=True)
+              + (f", evicted {r.evicted_bytes / 2**20:.0f} MiB" if r.evicted_bytes else "")
+              + (f"; about {duration(left)} left" if done < len(plan.tasks) else ""), flush=True)
 
+    started = time.perf_counter()
     try:
         results = executor.run(plan.tasks, report)
     except ExecutorError as e:

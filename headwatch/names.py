@@ -96,3 +96,11 @@ def compact(names: Iterable[str], limit: int = 8) -> str:
                 i += 1
     shown = ", ".join(parts[:limit])
     return shown + (f", ... ({len(parts) - limit} more)" if len(parts) > limit else "")
+
+
+def duration(seconds: float) -> str:
+    """A duration as people read it: ``3725`` -> ``1 h 02 min``; ``95`` -> ``1 min 35 s``; ``12.3`` -> ``12 s``."""
+    s = max(0, int(round(seconds)))
+    if s >= 3600:
+        return f"{s // 3600} h {s % 3600 // 60:02d} min"
+    return f"{s // 60} min {s % 60:02d} s" if s >= 60 else f"{s} s"

@@ -215,6 +215,52 @@ PROBE_RULES: dict[str, Rule] = {
     "sink_examples": integer(0, allowed="an integer >= 0 (0: no Sink_1^eps sub-batch)"),
 }
 
+#: What one probe run may cost before the user confirms it: 50x the paper's 2000 examples (about an
+#: hour for a 1B model on one GPU; a million examples would take days with no record before the end)
+#: and 100x SPEC's 1000 bootstrap resamples. ``HEADWATCH_MAX_EXAMPLES`` raises (confirms) the first.
+#: Bounds of a run, not of a record: records measured with more are read as they are.
+RUN_BOUNDS: dict[str, int] = {"n_examples": 100_000, "n_bootstrap": 100_000}
+MAX_EXAMPLES_ENV = "HEADWATCH_MAX_EXAMPLES"
+
+
+def run_bound(field: str) -> int:
+    """The bound of ``field`` for one run (:data:`RUN_BOUNDS`; n_examples raised by ``HEADWATCH_MAX_EXAMPLES``)."""
+    import os
+
+    text = os.environ.get(MAX_EXAMPLES_ENV, "").strip() if field == "n_examples" else ""
+    if not text:
+        return RUN_BOUNDS[field]
+    try:
+        value = int(text.replace("_", ""))
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise InputError(f"{MAX_EXAMPLES_ENV}: got {text!r}; allowed: a whole number of examples >= 1 (the most one "
+                         f"run may measure; default {RUN_BOUNDS['n_examples']:,}), or unset it")
+    return value
+
+
+def check_run_size(values: Mapping[str, Any], name: Callable[[str], str] = str) -> None:
+    """Refuse a run that would take hours by mistake: more examples or resamples than :data:`RUN_BOUNDS`."""
+    for key in RUN_BOUNDS:
+        value = values.get(key)
+        if isinstance(value, int) and value > run_bound(key):
+            bound = run_bound(key)
+            confirm = (f"; if you mean it, set {MAX_EXAMPLES_ENV}={value} (measuring prints an estimate of its "
+                       "time after the first batch)") if key == "n_examples" else ""
+            raise InputError(f"{name(key)}: got {value:,}, more than the {bound:,} one run measures without being told "
+                             f"to (SPEC's default is {_default(key):,}; this many would take hours or days before any "
+                             f"record is written){confirm}")
+
+
+def _default(key: str) -> int:
+    import dataclasses
+
+    from headwatch.probes.record import ProbeSettings  # the record imports this module
+
+    return next(f.default for f in dataclasses.fields(ProbeSettings) if f.name == key)
+
+
 #: How the CLI spells a setting (``headwatch measure`` flags); others are named by field.
 CLI_FLAGS: dict[str, str] = {
     "n_examples": "--n-examples", "n_pr": "--n-pr", "batch_size": "--batch-size", "seq_len": "--seq-len",
@@ -264,6 +310,7 @@ def check_probe_settings(values: Mapping[str, Any], name: Callable[[str], str] =
     for key, value in values.items():
         if key in PROBE_RULES:
             PROBE_RULES[key].check(value, name(key))
+    check_run_size(values, name)
     s = _with_defaults(values)
     # Only an n_pr the user gave can contradict n_examples; a default one is capped at the batch
     # (PanelModel.settings_for, headwatch measure), and the record says what was used.
@@ -325,12 +372,16 @@ def argtype(rule: Rule | str | Callable[[Any, str], Any], flag: str = "") -> Cal
     """An argparse ``type=`` for ``rule`` (a Rule, a ProbeSettings field name, or a checker
     ``f(value, where)``): parses and checks at once, so argparse reports a bad value as a usage
     error (``headwatch`` exit 2, pytest's 4) before anything runs, with the rule's message."""
+    field = rule if isinstance(rule, str) else None
     rule = PROBE_RULES[rule] if isinstance(rule, str) else rule
 
     def parse(text: str) -> Any:
         try:
             if isinstance(rule, Rule):
-                return rule.check(rule.parse(text), flag or "value")
+                value = rule.check(rule.parse(text), flag or "value")
+                if field in RUN_BOUNDS:  # a probe setting's flag: the run's bound too (--n-examples 5000000)
+                    check_run_size({field: value}, lambda _: flag or field)
+                return value
             return rule(text, flag or "value")
         except InputError as e:
             raise argparse.ArgumentTypeError(str(e).removeprefix(f"{flag}: ") if flag else str(e)) from None
