@@ -348,10 +348,39 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Formation tests first: an organism that did not form is reported before its claims are judged."""
+    """Formation tests first: an organism that did not form is reported before its claims are judged.
+    Tests that would meet the placeholder ``model_entry`` (another copy of the claim tests) are one
+    usage error naming which claims folder is active."""
+    _refuse_other_claim_copies(items)
     if not wanted(config):
         return
     items[:] = sorted(items, key=lambda item: 0 if is_claim_test(item.path) and item.path.name == "test_formation.py" else 1)
+
+
+def _refuse_other_claim_copies(items: list[pytest.Item]) -> None:
+    """Claim tests of another copy of headwatch (a second clone of the repository) request this
+    plugin's ``model_entry`` / ``revision``, which it parametrises only for the installed copy's
+    claims: say which claims folder is active, once, instead of an error per test."""
+    def placeholder(item: pytest.Item) -> bool:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None or "model_entry" in getattr(getattr(item, "callspec", None), "params", {}):
+            return False
+        defs = info.name2fixturedefs.get("model_entry") or info.name2fixturedefs.get("revision") or ()
+        return bool(defs) and getattr(defs[-1].func, "__module__", None) == __name__  # not a foreign fixture
+    stray = [item for item in items if placeholder(item)]
+    if not stray:
+        return
+    from headwatch import __version__
+    from headwatch.paths import source_checkout
+
+    folders = sorted({str(Path(item.path).parent) for item in stray})
+    installed = source_checkout()
+    raise pytest.UsageError(
+        f"{len(stray)} test(s) in {', '.join(folders)} are claim tests of another copy of headwatch: the headwatch "
+        f"installed here ({__version__}, {'from the checkout ' + str(installed) if installed else 'a wheel'}) runs "
+        f"the claim tests in {CLAIMS_DIR}, the active claims folder, and parametrises only those. Run `pytest "
+        f"{CLAIMS_DIR}` to judge with it, or install this copy (`pip install -e <its root>` in its own virtual "
+        "environment) to judge with that one")
 
 
 # ---- fixtures -----------------------------------------------------------------------------------

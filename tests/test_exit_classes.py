@@ -26,6 +26,8 @@ import pytest
 
 from headwatch.validation import EnvironmentProblem, InputError, input_error_from
 
+pytest_plugins = ["pytester"]
+
 ROOT = Path(__file__).resolve().parents[1]
 #: The installed namespace's folders (pyproject's package-dir).
 PACKAGES = {"headwatch": "headwatch", "probes": "headwatch.probes", "fixtures": "headwatch.fixtures",
@@ -304,3 +306,25 @@ def test_the_hub_cache_of_measure_given_a_file_is_named(headwatch_cli, tmp_path,
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     r = headwatch_cli(*MEASURE, "--model", "tiny-org/neox", "--cache-dir", tmp_path / "afile", "--out", tmp_path / "o.json")
     assert r.code == 2 and "the Hub cache" in r.err and "not a folder" in r.err, r.err[-2000:]
+
+
+# ---- a second clone of the repository --------------------------------------------------------------
+
+
+def test_claim_tests_of_another_clone_name_the_active_claims_folder(pytester, tmp_path):
+    """``pytest claims`` in a second clone used to error per test with "model_entry is parametrised by
+    headwatch ... request it from one"; it is one usage error (exit 4) naming the active claims folder."""
+    import shutil
+
+    from headwatch import plugin
+
+    clone = pytester.path / "clone2" / "claims"
+    shutil.copytree(plugin.CLAIMS_DIR, clone, ignore=shutil.ignore_patterns("__pycache__"))
+    ini = pytester.makeini("[pytest]\n")
+    result = pytester.runpytest_inprocess(str(clone), "-c", str(ini), "--rootdir", str(pytester.path), "-q",
+                                          "-p", "no:xdist", "-p", "no:cacheprovider", "--import-mode=importlib",
+                                          "--panel", "published")
+    err = result.stderr.str()
+    assert result.ret == 4, (result.ret, err[-2000:], result.stdout.str()[-2000:])
+    assert f"claim tests in {plugin.CLAIMS_DIR}, the active claims folder" in err and str(clone) in err, err[-2000:]
+    assert "request it from one" not in result.stdout.str()
