@@ -31,32 +31,10 @@ from headwatch.fixtures.fanout import MeasureTask
 from headwatch.fixtures.panels import load_panel
 from headwatch.fixtures.provider import ProviderOptions
 
-PROBE = """
-[models.probe]
-n_examples = 8
-seq_len = 64
-vocab_lo = 16
-vocab_hi = 300
-n_pr = 8
-batch_size = 8
-"""
-
-
-def local_panel(folder: Path, checkpoint: Path, revisions: tuple[str, ...] = ("step0",)) -> Path:
-    """A local panel over copies of the tiny checkpoint, one per revision."""
-    for r in revisions:
-        if not (folder / "run" / r).exists():
-            shutil.copytree(checkpoint, folder / "run" / r)
-    path = folder / "p.toml"
-    path.write_text(f'[[models]]\nname = "tiny"\nrepo = "{folder / "run"}"\nsource = "local"\n'
-                    f'revisions = {json.dumps(list(revisions))}\ntokens = {{ per_step = 10 }}\n{PROBE}')
-    return path
-
-
 def test_slurm_without_a_cluster_is_bad_input_without_a_false_scancel_line(headwatch_cli, tmp_path, checkpoint,
-                                                                           monkeypatch):
+                                                                           monkeypatch, copied_local_panel):
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))  # no srun, no sbatch on this PATH: no Slurm here
-    panel = local_panel(tmp_path, checkpoint)
+    panel = copied_local_panel(tmp_path, checkpoint)
     r = headwatch_cli("measure-panel", "--panel", panel, "--executor", "slurm", "--device", "cpu",
                       "--cache-dir", tmp_path / "cache", "--log-dir", tmp_path / "logs")
     assert r.code == 2, r.err[-2000:]
@@ -64,8 +42,9 @@ def test_slurm_without_a_cluster_is_bad_input_without_a_false_scancel_line(headw
     assert "scancel" not in r.err and "keep running" not in r.err, r.err
 
 
-def test_a_failed_submission_is_named_and_no_job_is_said_to_keep_running(tmp_path, capsys, monkeypatch, checkpoint):
-    pm = load_panel(local_panel(tmp_path, checkpoint)).models[0]
+def test_a_failed_submission_is_named_and_no_job_is_said_to_keep_running(tmp_path, capsys, monkeypatch, checkpoint,
+                                                                         copied_local_panel):
+    pm = load_panel(copied_local_panel(tmp_path, checkpoint)).models[0]
     task = MeasureTask(pm, "step0", ProviderOptions(cache_dir=tmp_path / "c", device="cpu", progress=False))
     array = SlurmArray(folder=tmp_path / "logs", poll_seconds=0)
 
@@ -80,7 +59,7 @@ def test_a_failed_submission_is_named_and_no_job_is_said_to_keep_running(tmp_pat
 
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed (pip install 'headwatch[ray]')")
-def test_ray_without_address_starts_its_own_cluster_beside_a_ray_start_one(tmp_path, checkpoint):
+def test_ray_without_address_starts_its_own_cluster_beside_a_ray_start_one(tmp_path, checkpoint, copied_local_panel):
     ray_bin = Path(sys.executable).with_name("ray")
     if not ray_bin.exists():
         pytest.skip(f"the ray command is not installed beside {sys.executable}")
@@ -98,7 +77,7 @@ def test_ray_without_address_starts_its_own_cluster_beside_a_ray_start_one(tmp_p
             assert head.poll() is None, head.stderr.read().decode()[-2000:]
             time.sleep(0.5)
         assert address_file.exists(), "ray start did not come up"
-        panel = local_panel(tmp_path, checkpoint, ("step0", "step10"))
+        panel = copied_local_panel(tmp_path, checkpoint, ("step0", "step10"))
         run = subprocess.run([str(Path(sys.executable).with_name("headwatch")), "measure-panel", "--panel", str(panel),
                               "--executor", "ray", "--workers", "1", "--device", "cpu", "--cache-dir",
                               str(tmp_path / "cache"), "--log-dir", str(tmp_path / "logs")],

@@ -46,17 +46,6 @@ pytestmark = [
 ]
 
 N = 4
-PROBE = """
-[models.probe]
-n_examples = 8
-seq_len = 64
-vocab_lo = 16
-vocab_hi = 300
-n_pr = 8
-batch_size = 8
-"""
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -136,22 +125,14 @@ def slurm():
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def local_panel(folder: Path, checkpoint: Path) -> Path:
-    revisions = [f"step{10 * i}" for i in range(N)]
-    for r in revisions:
-        shutil.copytree(checkpoint, folder / "run" / r)
-    path = folder / "p.toml"
-    path.write_text(f'[[models]]\nname = "tiny"\nrepo = "{folder / "run"}"\nsource = "local"\n'
-                    f'revisions = {json.dumps(revisions)}\ntokens = {{ per_step = 10 }}\n{PROBE}')
-    return path
-
-
-def test_an_array_job_is_submitted_throttled_and_a_preempted_task_requeued(slurm, tmp_path, checkpoint, monkeypatch):
+def test_an_array_job_is_submitted_throttled_and_a_preempted_task_requeued(slurm, tmp_path, checkpoint, monkeypatch,
+                                                                            copied_local_panel):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     log = tmp_path / "starts.log"
     options = ProviderOptions(cache_dir=tmp_path / "cache", device="cpu", progress=False,
                               measure_fn=SlowMeasure(str(log), delay=10.0))
-    plan = plan_panel(load_panel(local_panel(tmp_path, checkpoint)).models, options)
+    revisions = tuple(f"step{10 * i}" for i in range(N))
+    plan = plan_panel(load_panel(copied_local_panel(tmp_path, checkpoint, revisions)).models, options)
     assert len(plan.tasks) == N
     array = SlurmArray(folder=tmp_path / "submitit", workers=2, cpus_per_task=1, gpus_per_task=0, time_min=30,
                        poll_seconds=1.0, retries=0)
@@ -184,7 +165,7 @@ def test_an_array_job_is_submitted_throttled_and_a_preempted_task_requeued(slurm
     assert "results" in out, f"the array did not finish in time: {_run('squeue')}"
     results = out["results"]
 
-    assert seen.array is not None and f"ArrayTaskThrottle=2" in seen.throttle, seen.throttle
+    assert seen.array is not None and "ArrayTaskThrottle=2" in seen.throttle, seen.throttle
     assert seen.most_running <= 2, seen.most_running  # throttled: never more than --workers at once
     assert seen.requeued is not None and seen.released
     index = int(seen.requeued.split("_")[1])
