@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
 from headwatch.files import write_json_atomic
-from headwatch.spec import SPEC
+from headwatch.spec import PROBE_RUN, SPEC
 from headwatch.validation import PROBE_RULES, InputError, Rule, from_data, integer, number
 
 SCHEMA = "headwatch.measurement/2"
@@ -61,20 +61,21 @@ def parse_head_key(key: str) -> tuple[int, int]:
 class ProbeSettings:
     """Everything that determines a probe run's numbers (docs/SPEC.md §1-§4).
 
-    Defaults are the paper's: 2000 examples of length 256 over token ids [100, 10000), seed 42.
+    Defaults are the paper's (``headwatch.spec.PROBE_RUN``): 2000 examples of length 256 over token
+    ids [100, 10000), seed 42.
     """
 
-    n_examples: int = 2000
-    seq_len: int = 256
-    vocab_lo: int = 100
-    vocab_hi: int = 10000
-    seed: int = 42
+    n_examples: int = PROBE_RUN.n_examples
+    seq_len: int = PROBE_RUN.seq_len
+    vocab_lo: int = PROBE_RUN.vocab_lo
+    vocab_hi: int = PROBE_RUN.vocab_hi
+    seed: int = PROBE_RUN.seed
     #: Examples (the first n_pr of the batch) whose head outputs enter the participation ratio.
-    n_pr: int = 500
+    n_pr: int = PROBE_RUN.n_pr
     batch_size: int = 16
     dtype: str = "float32"
-    baseline_positions: int = 50
-    baseline_seed: int = 0
+    baseline_positions: int = PROBE_RUN.baseline_positions
+    baseline_seed: int = PROBE_RUN.baseline_seed
     #: The SPEC's thresholds (headwatch.spec, which says why they are recorded here too).
     label_threshold: float = SPEC.label
     induction_threshold: float = SPEC.induction
@@ -82,7 +83,7 @@ class ProbeSettings:
     bos_threshold: float = SPEC.bos
     #: Run the group ablations of docs/SPEC.md §4 (final revisions need them; early ones may skip).
     ablation: bool = True
-    ablation_seed: int = 123
+    ablation_seed: int = PROBE_RUN.ablation_seed
     #: Intervals (headwatch.stats): level, bootstrap resamples over examples (0: no bootstrap
     #: intervals; exact top-1 intervals are always given) and the resampling seed.
     interval_level: float = SPEC.interval_level
