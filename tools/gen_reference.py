@@ -251,6 +251,23 @@ def _default(field: dataclasses.Field) -> str:
     return "—"
 
 
+def shipped_panels() -> str:
+    """The panels in ``fixtures/panels/``: name, description, needs, models (read as TOML: loading one
+    would train or download)."""
+    import tomllib
+
+    from headwatch.fixtures import panels
+
+    rows = []
+    for path in sorted(panels.PANEL_DIR.glob("*.toml")):
+        data = tomllib.loads(path.read_text())
+        head = data.get("panel", {})
+        needs = [w for w, key in (("network", "needs_network"), ("GPU", "needs_gpu")) if head.get(key)]
+        rows.append((f"`{head.get('name', path.stem)}`", head.get("description", ""),
+                     ", ".join(needs) or "nothing", ", ".join(m["name"] for m in data.get("models", []))))
+    return _table(("panel", "what it is", "needs", "models"), rows)
+
+
 def panel_section() -> str:
     from headwatch.fixtures import panels
     from headwatch.probes.record import ProbeSettings
@@ -284,7 +301,9 @@ def panel_section() -> str:
 
     parts = ["## Panel files", "",
              "A panel is a TOML file: a shipped name (`fixtures/panels/<name>.toml`) or any path given to "
-             "`--panel`. Every key it may hold, in the order of `headwatch.fixtures.panels`' docstring, "
+             "`--panel`. The shipped ones (without `--panel`, those needing neither network nor GPU run):", "",
+             shipped_panels(), "",
+             "Every key a panel may hold, in the order of `headwatch.fixtures.panels`' docstring, "
              "which is where they are documented:", "", "```toml", example, "```", "",
              sources.replace("``", "`"), ""]
     for table, (_accepted, cls, names) in schema.items():
