@@ -53,7 +53,7 @@ def graph_lines(tree: Path) -> list[str]:
     sys.path.insert(0, str(tree))
     import grimp
 
-    graph = grimp.build_graph("headwatch", include_external_packages=False)
+    graph = grimp.build_graph("headwatch", include_external_packages=False, cache_dir=None)
     edges: dict[str, set[str]] = {}
     for module in graph.modules:
         for imported in graph.find_modules_directly_imported_by(module):
