@@ -26,7 +26,8 @@ from headwatch.validation import input_error_from
 EXIT_CODES = {
     0: "claims hold as the panel declares (measure: record written; report: written, claims as declared)",
     1: "a claim fails that the panel did not declare, or a declared deviation did not occur",
-    2: "bad input or usage: the message says what was wrong and what to do; nothing was written",
+    2: "bad input or usage (the user's input, files or machine: a full disk, a permission, an environment "
+       "variable): the message says what was wrong and what to do; nothing was written",
     3: "internal error: headwatch crashed (traceback printed); please report it",
 }
 EPILOG = "exit codes: " + "; ".join(f"{code} {text}" for code, text in EXIT_CODES.items())

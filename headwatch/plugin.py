@@ -55,8 +55,8 @@ EXIT_STATUS = {
     0: "every test passed (skips and declared deviations included)",
     1: "a claim failed (or one of headwatch's own tests)",
     3: "headwatch crashed in a claim test or its fixtures (a bug: please report it); also pytest's INTERNALERROR",
-    4: "bad input: an option or panel (before any test ran), or a checkpoint, record or cache found bad while "
-       "measuring",
+    4: "bad input: an option or panel (before any test ran), or a checkpoint, record, cache or the machine (a "
+       "full disk, a permission) found bad while measuring",
 }
 #: user_properties key marking a claim test's report that is an error, with "crash" or "input".
 ERROR_PROPERTY = "headwatch_error"
