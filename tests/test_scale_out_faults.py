@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -93,3 +94,17 @@ def test_ray_without_address_starts_its_own_cluster_beside_a_ray_start_one(tmp_p
         except subprocess.TimeoutExpired:
             os.killpg(head.pid, signal.SIGKILL)
         shutil.rmtree(ray_tmp, ignore_errors=True)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed (pip install 'headwatch[ray]')")
+def test_an_address_where_nothing_answers_is_refused_at_once():
+    """ray.init on a dead host:port retried for minutes; nothing listening there is named in seconds."""
+    from headwatch.fixtures.executors import RayExecutor
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # free once closed: nothing listens there
+    started = time.monotonic()
+    with pytest.raises(ExecutorError, match=f"--address 127.0.0.1:{port}: nothing answers there"):
+        RayExecutor(address=f"127.0.0.1:{port}")._init()
+    assert time.monotonic() - started < 30
