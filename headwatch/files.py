@@ -179,6 +179,9 @@ def check_folder(raw: str | os.PathLike, what: str) -> Path:
         st = path.stat()
     except FileNotFoundError:
         return path
+    except NotADirectoryError:  # a part of the path is a file
+        blocker = next((p for p in path.parents if p.exists() and not p.is_dir()), path.parent)
+        raise InputError(f"{what} {path} cannot be created: {blocker} is a file, not a folder; give a folder") from None
     except OSError as e:
         raise UnreadableFile(f"{what} {path}: {_os_reason(e)}; give a folder") from None
     if not stat.S_ISDIR(st.st_mode):

@@ -294,6 +294,16 @@ def test_a_folder_option_given_a_file_is_named_before_any_work(headwatch_cli, tm
     assert (tmp_path / "afile").read_text() == "x"
 
 
+def test_a_folder_option_under_a_file_names_the_file(tmp_path):
+    from headwatch.files import check_folder
+
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(InputError) as e:
+        check_folder(tmp_path / "afile" / "sub" / "deeper", "--cache-dir")
+    assert f"cannot be created: {tmp_path / 'afile'} is a file, not a folder" in str(e.value)
+    assert check_folder(tmp_path / "new" / "sub", "--cache-dir") == tmp_path / "new" / "sub"  # missing: fine
+
+
 def test_a_cache_folder_variable_naming_a_file_is_named(headwatch_cli, tmp_path, monkeypatch):
     (tmp_path / "afile").write_text("x")
     monkeypatch.setenv("HEADWATCH_CACHE_DIR", str(tmp_path / "afile"))
