@@ -87,7 +87,7 @@ def test_exit_codes_of_the_cli(case, tmp_path, headwatch_cli, monkeypatch, local
     """Each exit status for what it means, and a message that names what was wrong."""
     monkeypatch.setenv("HEADWATCH_CACHE_DIR", str(tmp_path / "cache"))
     if case == "crash":  # a bug in headwatch, anywhere below the command: exit 3, the traceback, a plea
-        import headwatch.claims.judge_cli as judge_cli
+        import headwatch.cli.judge as judge_cli
 
         def boom(args):
             raise RuntimeError("a bug planted by the test")

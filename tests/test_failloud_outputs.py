@@ -153,7 +153,7 @@ def test_files_and_folders_honour_the_umask(umask, tmp_path, checkpoint, headwat
     assert _mode(snapshot) == want_dir
     assert {p.name: _mode(p) for p in snapshot.iterdir()} == {p.name: want_file for p in snapshot.iterdir()}
 
-    assert headwatch_cli("report", "--no-figures", "--out", tmp_path / "rep").code == 0
+    assert headwatch_cli("report", "--panel", "published", "--no-figures", "--out", tmp_path / "rep").code == 0
     assert {p.name: _mode(p) for p in (tmp_path / "rep").iterdir()} == {
         p.name: want_file for p in (tmp_path / "rep").iterdir()}
 

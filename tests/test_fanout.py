@@ -204,7 +204,7 @@ def record_folder(tiny_panel, tmp_path_factory) -> Path:
     mp.setenv("HF_HUB_OFFLINE", "1")
     try:
         for rev in REVISIONS:
-            assert main(["measure", "--model", "tiny-org/fanout", "--revision", rev, "--cache-dir", str(hub),
+            assert main(["measure", "--model", "tiny-org/fanout", "--revision", rev, "--hub-cache-dir", str(hub),
                          "--out", str(out / "tiny" / f"{rev}.json"), "--device", "cpu", "--n-examples", "16",
                          "--seq-len", "64", "--vocab-lo", "16", "--vocab-hi", "300", "--n-pr", "16"]) == 0
     finally:
@@ -235,7 +235,7 @@ def test_judge_without_tokens_anywhere_says_how_to_supply_them(record_folder, ca
 
 
 def test_report_reads_a_record_folder(record_folder, tiny_panel, tmp_path, capsys):
-    from headwatch.claims import report_cli
+    from headwatch.cli import report as report_cli
 
     parser = argparse.ArgumentParser()
     report_cli.add_arguments(parser)

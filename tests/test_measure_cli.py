@@ -23,7 +23,7 @@ def hub_cache(tmp_path, monkeypatch):
 def test_measure_by_repo_and_revision_offline(hub_cache, tmp_path, capsys):
     out = tmp_path / "r.json"
     code = main(["measure", "--model", "tiny-org/neox", "--revision", "step100", "--out", str(out),
-                 "--cache-dir", str(hub_cache), "--tokens-seen", "1e6", *ARGS])
+                 "--hub-cache-dir", str(hub_cache), "--tokens-seen", "1e6", *ARGS])
     assert code == 0
     record = json.loads(out.read_text())
     assert record["model"] == "tiny-org/neox" and record["revision"] == "step100"
@@ -35,7 +35,7 @@ def test_measure_by_repo_and_revision_offline(hub_cache, tmp_path, capsys):
 
 def test_missing_revision_names_the_closest(hub_cache, tmp_path, capsys):
     code = main(["measure", "--model", "tiny-org/neox", "--revision", "step10", "--out", str(tmp_path / "x.json"),
-                 "--cache-dir", str(hub_cache), *ARGS])
+                 "--hub-cache-dir", str(hub_cache), *ARGS])
     assert code == 2
     err = capsys.readouterr().err
     assert "step10" in err and "step100" in err

@@ -221,7 +221,7 @@ def test_child_trains_under_a_lock_and_reports_each_checkpoint(tmp_path, monkeyp
 
 def test_cli_families_are_the_packages():
     from headwatch.fixtures.organisms import FAMILIES
-    from headwatch.fixtures.organisms.cli import FAMILIES as CLI_FAMILIES, ORGANISM_NAMES
+    from headwatch.cli.organisms import FAMILIES as CLI_FAMILIES, ORGANISM_NAMES
 
     assert CLI_FAMILIES == FAMILIES
     assert ORGANISM_NAMES == tuple(ORGANISMS)

@@ -292,10 +292,11 @@ def _plant_organism_cache(cache_dir: Path) -> list[str]:
 
 def test_report_cli_reads_the_measurement_cache(tmp_path):
     """Cached (not published) models: records found by model/revision/settings, judged, drawn; and the
-    default panels' report stays far below 10 MB."""
+    default panels' report stays far below 10 MB. The planted organisms do not form: a finding, exit 1
+    (as ``headwatch judge``)."""
     ids = _plant_organism_cache(tmp_path / "cache")
     out = tmp_path / "out"
-    assert _cli("--panel", "organisms,published", "--out", str(out), "--cache-dir", str(tmp_path / "cache")) == 0
+    assert _cli("--panel", "organisms,published", "--out", str(out), "--cache-dir", str(tmp_path / "cache")) == 1
     summary = json.loads((out / "summary.json").read_text())
     for m in ids:
         assert summary["models"][m]["missing"] == [] and len(summary["models"][m]["revisions"]) >= 5

@@ -394,9 +394,9 @@ def _cases() -> list[Case]:
     l("l-empty-model", ["--model", ""], "`--model ''`", ("--model",))
     l("l-hub-not-cached", ["--model", "tiny-org/other"], "a Hub repo id not in the local Hub cache, offline", ("tiny-org/other",))
     l("l-hub-bad-id", ["--model", "a/b/c"], "`--model a/b/c` (neither a folder nor a repo id)", ("a/b/c",))
-    l("l-hub-cached", ["--model", "tiny-org/neox", "--revision", "step0", "--cache-dir", "{base}/hub"],
+    l("l-hub-cached", ["--model", "tiny-org/neox", "--revision", "step0", "--hub-cache-dir", "{base}/hub"],
       "a Hub repo from the local Hub cache, offline", (), expect="ok", test="test_checkpoint_locations_are_checked")
-    l("l-hub-revision-missing", ["--model", "tiny-org/neox", "--revision", "step9", "--cache-dir", "{base}/hub"],
+    l("l-hub-revision-missing", ["--model", "tiny-org/neox", "--revision", "step9", "--hub-cache-dir", "{base}/hub"],
       "a revision the cached Hub repo does not have", ("step9",))
 
     # -- output paths
@@ -575,7 +575,7 @@ def _cases() -> list[Case]:
     add(Case("e-organisms-file", E, "`HEADWATCH_ORGANISMS_CACHE` naming a regular file (judge)", ["headwatch", "judge", "--panel", "organisms", "--models", "organism-olmo"],
              exit=2, says=("afile",), env={"HEADWATCH_ORGANISMS_CACHE": "{ws}/afile"}, setup=files(afile="x"),
              test=f"{TX}::test_judge_and_report_train_nothing_unless_asked"))
-    add(Case("e-offline-hub", E, "`HF_HUB_OFFLINE=1`, measuring a Hub repo that is not cached", MEASURE + ["--model", "EleutherAI/pythia-1b", "--revision", "step1", "--out", "{ws}/o.json", "--cache-dir", "{ws}/hub"],
+    add(Case("e-offline-hub", E, "`HF_HUB_OFFLINE=1`, measuring a Hub repo that is not cached", MEASURE + ["--model", "EleutherAI/pythia-1b", "--revision", "step1", "--out", "{ws}/o.json", "--hub-cache-dir", "{ws}/hub"],
              exit=2, says=("pythia-1b", "HF_HUB_OFFLINE"), env={"HF_HUB_OFFLINE": "1"}, test=f"{TS}::test_checkpoint_locations_are_checked"))
     add(Case("e-offline-paper", E, "`HF_HUB_OFFLINE=1 pytest --panel paper` with an empty Hub cache", PYTEST + ["--panel", "paper", "--models", "pythia-1b", "-k", "F2"],
              exit=4, says=("hf download",), env={"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": "{ws}/hub"}, test=f"{TX}::test_bad_input_in_a_fixture_is_an_error_with_exit_4"))
