@@ -1,4 +1,7 @@
-"""The headwatch pytest plugin: options, panel selection, the claim tests' fixtures, xdist, report.
+"""The headwatch pytest plugin: the claim tests' fixtures, xdist, the report, the exit status.
+
+Its options and what they select (panels, models, revisions, the provider) are
+:mod:`headwatch.selection`'s, the same the CLI's subcommands take; ``--no-train`` is its own.
 
 Registered through the ``pytest11`` entry point, so pytest loads it wherever headwatch is installed.
 It stays inert for anyone else's tests: nothing is parsed, trained, measured or printed unless a

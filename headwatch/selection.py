@@ -261,8 +261,11 @@ class Selection:
             except (InputError, OSError) as e:
                 raise InputError(f"--reference-dir {self.options.reference_dir}: {e}") from None
         models = panels.select([panels.Panel("selection", Path("."), tuple(models))],
-                               revisions=self.choices.revisions or None,
                                list_branches=provider.list_revisions if list_branches else None)
+        if self.choices.revisions:
+            whole = {m.id: m for m in models}
+            models = [_part_of(whole[m.id], m) for m in panels.select(
+                [panels.Panel("selection", Path("."), tuple(models))], revisions=self.choices.revisions)]
         for m in models:  # a published model's revisions are known now: a missing one is bad input
             if m.source == "reference" and not self.options.reference_dir:
                 published = provider.list_revisions(m)
@@ -320,6 +323,19 @@ def select(choices: Choices, *, resolve: bool = True, **extra: Any) -> Selection
     if resolve:
         selection.resolve()
     return selection
+
+
+def _part_of(whole: Any, part: Any) -> Any:
+    """``part`` (``whole`` narrowed by ``--revisions``) measured and judged as part of ``whole``: the
+    training's total tokens stay ``whole``'s, and only ``whole``'s final revision carries the
+    ablations, so a revision's measurement (its cache entry) is the same whichever revisions are
+    selected with it."""
+    if part.revision_query:
+        return part
+    ablation = part.ablation
+    if ablation == "final" and whole.final_revision not in part.revisions:
+        ablation = "none"
+    return replace(part, ablation=ablation, total_tokens_declared=whole.total_tokens)
 
 
 _NOT_A_NAME = re.compile(r"[^A-Za-z0-9._-]+")
