@@ -1,5 +1,9 @@
 """Helpers shared by the files in tests/ (pytest loads this file by path; nothing imports it).
 
+- The test harness ``headwatch_testing`` (``testing/``, not installed) is on ``sys.path`` through
+  pyproject's ``pythonpath``; here it goes on ``PYTHONPATH`` too, so that the processes tests start
+  (pool, Ray and submitit workers that unpickle a fault, ``python -c`` and pytest children) find it.
+
 - ``capture_parity``: the one parity check of the capture pass, used by ``test_capture.py`` (the
   tiny models of every architecture) and ``test_miniatures.py`` (the config-faithful miniatures of
   the paper's models).
@@ -15,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+import headwatch_testing
 import pytest
 import torch
 
@@ -23,6 +28,9 @@ from headwatch.fixtures.provider import Provider, ProviderOptions
 from headwatch.probes.architectures import head_geometry, out_proj_modules
 from headwatch.probes.capture import capturing
 from headwatch.probes.record import MeasurementRecord
+
+os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(
+    [str(headwatch_testing.PATH_ENTRY), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]))
 
 #: The parity bound (float32) on attention rows and head outputs: issue 16, every architecture.
 PARITY_BOUND = 1e-5

@@ -260,7 +260,7 @@ def test_offline_measurement_whose_checkpoint_is_gone(tmp_path, monkeypatch):
     """Hub cache deleted after measuring: offline, the cached measurement is used, with a warning."""
     import shutil
 
-    from headwatch.fixtures.hubcache import save_tiny_revisions
+    from headwatch_testing.tinypanel import save_tiny_revisions
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     hub = tmp_path / "hub"

@@ -25,7 +25,7 @@ from headwatch.cli import EXIT_CODES
 from headwatch.fixtures import organisms  # imported before pytester's in-process runs snapshot sys.modules
 from headwatch.fixtures.organisms import runner
 from headwatch.fixtures.reference import PUBLISHED_DIR
-from headwatch.fixtures.tinypanel import local_panel_text, save_local_run
+from headwatch_testing.tinypanel import local_panel_text, save_local_run
 
 pytest_plugins = ["pytester"]
 

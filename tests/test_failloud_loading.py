@@ -11,7 +11,8 @@ import json
 import pytest
 
 from headwatch.fixtures import loading
-from headwatch.fixtures.tiny import BROKEN_CHECKPOINTS, save_broken_checkpoint, tiny_model
+from headwatch.fixtures.tiny import tiny_model
+from headwatch_testing.broken import BROKEN_CHECKPOINTS, save_broken_checkpoint
 
 WEIGHTS = ["no-lm-head", "config-more-layers", "config-fewer-layers", "config-wider-mlp", "olmoe-expert-missing",
            "extra-tensor"]

@@ -15,7 +15,7 @@ import pytest
 from headwatch.fixtures import loading
 from headwatch.fixtures.panels import PanelError, load_panel
 from headwatch.fixtures.provider import Provider, ProviderOptions
-from headwatch.fixtures.tinypanel import local_panel_text, save_local_run
+from headwatch_testing.tinypanel import local_panel_text, save_local_run
 
 REFERENCE = """\
 [panel]

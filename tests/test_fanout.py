@@ -20,11 +20,11 @@ from headwatch.cli import main
 from headwatch.fixtures import loading
 from headwatch.fixtures.executors import LocalPool, MeasureJob, SlurmArray
 from headwatch.fixtures.fanout import measured_content, measurement_differences, plan_panel, run_task
-from headwatch.fixtures.faults import DieMidWrite
+from headwatch_testing.faults import DieMidWrite
 from headwatch.fixtures.hubcache import cached_revisions
 from headwatch.fixtures.panels import load_panel
 from headwatch.fixtures.provider import Provider, ProviderOptions
-from headwatch.fixtures.tinypanel import write_tiny_hub_panel
+from headwatch_testing.tinypanel import write_tiny_hub_panel
 
 REVISIONS = ["step0", "step10", "step20", "step30"]
 

@@ -10,7 +10,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from headwatch.fixtures import memory
-from headwatch.fixtures.random_checkpoint import write_random_checkpoint
+from headwatch_testing.random_checkpoint import write_random_checkpoint
 from headwatch.fixtures.realconfigs import REAL_MODELS, real_config
 from headwatch.fixtures.tiny import miniature_config
 from headwatch.probes.architectures import parameter_counts

@@ -14,7 +14,8 @@ import pytest
 
 from headwatch.fixtures import loading
 from headwatch.fixtures.provider import IdenticalWeightsWarning, Provider, ProviderOptions
-from headwatch.fixtures.hubcache import repo_folder, save_revision, save_tiny_revisions
+from headwatch.fixtures.hubcache import repo_folder, save_revision
+from headwatch_testing.tinypanel import save_tiny_revisions
 from headwatch.fixtures.panels import PanelError, load_panel, parse_panel
 
 TINY_PROBE = """

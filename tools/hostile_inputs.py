@@ -89,7 +89,7 @@ save_revision(base / "hub", "tiny-org/neox", "step0", tiny_model("gpt_neox", see
 for t in ("gpt_neox", "olmo", "olmoe"):
     tiny_model(t, seed=0, attn_implementation="eager").save_pretrained(base / "tiny" / t)
 V = base / "variants"
-from headwatch.fixtures.tiny import BROKEN_CHECKPOINTS, save_broken_checkpoint
+from headwatch_testing.broken import BROKEN_CHECKPOINTS, save_broken_checkpoint
 for kind in BROKEN_CHECKPOINTS:
     save_broken_checkpoint(V / kind, kind)
 tiny_model("gpt_neox", seed=0, attn_implementation="eager").save_pretrained(V / "tied-no-head")
@@ -113,7 +113,9 @@ def build_base(base: Path, python: str) -> None:
         return
     shutil.rmtree(base, ignore_errors=True)
     base.mkdir(parents=True)
-    subprocess.run([python, "-c", BASE_SCRIPT, str(base)], check=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    harness = str(Path(__file__).resolve().parents[1] / "testing")  # headwatch_testing: the broken checkpoints
+    subprocess.run([python, "-c", BASE_SCRIPT, str(base)], check=True,
+                   env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": harness})
     (base / "ready").write_text("")
 
 
