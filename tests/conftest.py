@@ -9,6 +9,8 @@
   the paper's models).
 - ``measure_step0``: a saved miniature measured the way the suite measures any local checkpoint,
   used by ``test_miniatures.py`` and ``test_memory.py``.
+- the command line in this process (``headwatch_cli``), a folder nobody can write to, a tiny
+  checkpoint, a tiny local run and a panel naming it, and a guard that no organism trains.
 """
 from __future__ import annotations
 
@@ -195,3 +197,35 @@ def checkpoint(tmp_path_factory):
     folder = tmp_path_factory.mktemp("run") / "step0"
     tiny_model("gpt_neox", seed=0, attn_implementation="eager").save_pretrained(folder)
     return folder
+
+
+@pytest.fixture(scope="module")
+def local_run(tmp_path_factory) -> Path:
+    """A local training run of two tiny GPTNeoX checkpoints, ``.../step0`` and ``.../step100``
+    (headwatch_testing.tinypanel.save_local_run)."""
+    from headwatch_testing.tinypanel import save_local_run
+
+    return save_local_run(tmp_path_factory.mktemp("run"))
+
+
+@pytest.fixture
+def local_panel_file(tmp_path, local_run) -> Path:
+    """A panel file naming :func:`local_run` (source = "local", probe settings that fit it)."""
+    from headwatch_testing.tinypanel import local_panel_text
+
+    path = tmp_path / "p.toml"
+    path.write_text(local_panel_text(local_run, panel_name="exits-local"))
+    return path
+
+
+@pytest.fixture
+def never_trains(monkeypatch):
+    """Fail the test if an organism starts training."""
+    from headwatch.fixtures import organisms
+    from headwatch.fixtures.organisms import runner
+
+    def train(*args, **kwargs):
+        raise AssertionError("an organism started training without --train-missing")
+
+    monkeypatch.setattr(runner, "train_in_subprocesses", train)
+    monkeypatch.setattr(organisms, "ensure_trained", train)

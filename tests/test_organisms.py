@@ -203,12 +203,15 @@ def test_child_trains_under_a_lock_and_reports_each_checkpoint(tmp_path, monkeyp
         fcntl.flock(held, fcntl.LOCK_EX)
         waiter = threading.Thread(target=runner.child_main, args=(args,))
         waiter.start()
-        time.sleep(1.0)
-        assert waiter.is_alive()  # ... so this one waits
+        said, deadline = "", time.monotonic() + 60
+        while '"waiting"' not in said and waiter.is_alive() and time.monotonic() < deadline:
+            said += capsys.readouterr().out  # its readiness: the "waiting" line, printed before it blocks
+            time.sleep(0.01)
+        assert '"waiting"' in said and waiter.is_alive(), said  # ... so this one waits
         train(organism.recipe, seed=0, cache_dir=tmp_path, progress=False)
         fcntl.flock(held, fcntl.LOCK_UN)
     waiter.join(60)
-    events = [runner.Progress.from_line(l) for l in capsys.readouterr().out.splitlines()]
+    events = [runner.Progress.from_line(l) for l in (said + capsys.readouterr().out).splitlines()]
     assert [(e.event, e.message) for e in events] == [("waiting", ""), ("done", "already trained")]
 
     other = tmp_path / "fresh"
@@ -257,3 +260,24 @@ def test_a_changed_recipe_is_retrained_not_reused(tmp_path):
     train(changed, seed=0, cache_dir=tmp_path, progress=False)
     assert missing_revisions(changed, 0, tmp_path) == []
     assert missing_revisions(recipe, 0, tmp_path) == list(recipe.checkpoints)
+
+
+# ---- headwatch organisms train: arguments checked before any child starts ----
+
+
+@pytest.mark.parametrize("argv, names", [(["--seed", "-1"], "--seed"), (["--family", "olm"], "--family"),
+                                         (["--organisms-cache-dir", "{file}"], "a-file")])
+def test_organisms_train_arguments_are_checked(argv, names, tmp_path, headwatch_cli, monkeypatch):
+    """Refused before any child process starts (main started training with them)."""
+    from headwatch.fixtures.organisms import runner
+
+    def train(*args, **kwargs):
+        raise AssertionError("training started with bad arguments")
+
+    monkeypatch.setattr(runner, "train_in_subprocesses", train)
+    (tmp_path / "a-file").write_text("")
+    argv = [a.replace("{file}", str(tmp_path / "a-file")) for a in argv]
+    if "--organisms-cache-dir" not in argv:
+        argv += ["--organisms-cache-dir", str(tmp_path / "org")]
+    r = headwatch_cli("organisms", "train", "--family", "olmo", *argv)
+    assert r.code == 2 and names in r.err, r.err

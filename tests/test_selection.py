@@ -142,3 +142,13 @@ def test_the_command_that_fills_what_is_missing_repeats_the_choices():
                     "--dtype", "bfloat16", "--cache-dir", "/c", "--refresh"]
     again = selection.choices_from_args(build_parser("judge").parse_args(["judge", *argv[:-1]]))
     assert again == selection.Choices(**{**choices.__dict__, "refresh": False})
+
+
+# ---- a shared option is checked by one rule, whichever front end takes it ----
+
+
+@pytest.mark.parametrize("flag", ["--n-examples", "--dtype"])
+def test_report_takes_the_same_rules(flag, tmp_path, headwatch_cli):
+    r = headwatch_cli("report", flag, "0", "--out", tmp_path / "rep")
+    assert r.code == 2 and flag in r.err, r.err
+    assert not (tmp_path / "rep").exists()
