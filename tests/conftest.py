@@ -1,5 +1,6 @@
 """Helpers shared by the files in tests/ (pytest loads this file by path; nothing imports it).
 
+- torch runs on one thread here (below: why).
 - The test harness ``headwatch_testing`` (``testing/``, not installed) is on ``sys.path`` through
   pyproject's ``pythonpath``; here it goes on ``PYTHONPATH`` too, so that the processes tests start
   (pool, Ray and submitit workers that unpickle a fault, ``python -c`` and pytest children) find it.
@@ -30,6 +31,11 @@ from headwatch.fixtures.provider import Provider, ProviderOptions
 from headwatch.probes.architectures import head_geometry, out_proj_modules
 from headwatch.probes.capture import capturing
 from headwatch.probes.record import MeasurementRecord
+
+# The tests' models are tiny: a second intra-op thread only spins. Measured on the 2-core machine,
+# `pytest tests -m "not slow"` took 62 s of CPU with torch's default two threads and 42 s with one.
+# One thread in this process, as each xdist worker of `-n 2` gets from the plugin anyway.
+torch.set_num_threads(1)
 
 os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(
     [str(headwatch_testing.PATH_ENTRY), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]))

@@ -141,6 +141,7 @@ RACE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_two_processes_compute_one_entry_once(tmp_path):
     script = tmp_path / "race.py"
     script.write_text(RACE)
@@ -176,6 +177,7 @@ PANEL_RUN = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_interrupted_panel_run_resumes_with_only_the_missing_entries(tmp_path):
     from headwatch.fixtures.tiny import tiny_model
 
@@ -322,6 +324,7 @@ READER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_concurrent_writers_without_locks_leave_one_whole_entry(tmp_path):
     """Four writers rewrite one entry 30 times each while a reader reads it: every read is a whole
     entry (atomic rename), one file remains, and no temporary is left behind."""

@@ -191,6 +191,7 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+@pytest.mark.slow
 def test_a_killed_write_leaves_no_partial_file(checkpoint, tmp_path):
     """kill -9 in the middle of a measurement: no record, no temporary file. (This held on main too,
     and must keep holding.)"""

@@ -43,6 +43,7 @@ def test_what_the_suite_does_with_each_full_size_model_in_24_gib(name, mode):
     assert memory.plan_memory(size, "float32", "cpu", host_available=20 * (1 << 30)).mode == mode
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(REAL_MODELS))
 def test_random_checkpoint_is_written_layer_by_layer_in_the_stored_dtype(name, tmp_path):
     config = miniature_config(name)
@@ -62,6 +63,7 @@ def test_random_checkpoint_is_written_layer_by_layer_in_the_stored_dtype(name, t
         write_random_checkpoint(config, tmp_path / "ck")
 
 
+@pytest.mark.slow
 def test_flop_count_of_the_benchmark_meets_the_floor_on_each_miniature():
     """The benchmark's FLOP counter sees every matmul, the experts' grouped_mm included."""
     import importlib.util

@@ -47,6 +47,10 @@ from headwatch.fixtures.hubcache import cached_revisions, repo_folder
 from headwatch.fixtures.panels import load_panel
 from headwatch.fixtures.provider import Provider, ProviderOptions
 
+# Starts a two-origin HTTP server and, in places, child processes: the network path is slow as a whole.
+pytestmark = pytest.mark.slow
+
+
 # ---- the server ------------------------------------------------------------------------------------
 
 

@@ -49,6 +49,7 @@ def load(cache_dir, repo: str, revision: str):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", FAMILIES)
 def test_cache_layout_and_offline_load(family, tmp_path, offline):
     recipe = tiny(family)
@@ -82,6 +83,7 @@ def test_cache_layout_and_offline_load(family, tmp_path, offline):
         load(tmp_path, repo, "step3")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", FAMILIES)
 def test_deterministic_and_resumable(family, tmp_path):
     recipe = tiny(family)
@@ -97,6 +99,7 @@ def test_deterministic_and_resumable(family, tmp_path):
     assert cached_revisions(whole, repo) == cached_revisions(split, repo), "resumed run diverged"
 
 
+@pytest.mark.slow
 def test_training_threads_are_the_callers_again_afterwards(tmp_path):
     """train(threads=N) trains with N threads (logged) and leaves the process's own count alone."""
     import torch
@@ -108,6 +111,7 @@ def test_training_threads_are_the_callers_again_afterwards(tmp_path):
     assert torch.get_num_threads() == before
 
 
+@pytest.mark.slow
 def test_other_seed_other_weights(tmp_path):
     recipe = tiny("gptneox")
     train(recipe, seed=0, cache_dir=tmp_path, progress=False)
@@ -117,6 +121,7 @@ def test_other_seed_other_weights(tmp_path):
     assert a["step0"] != b["step0"] and a["step6"] != b["step6"]
 
 
+@pytest.mark.slow
 def test_ensure_trained_trains_only_what_is_missing(tmp_path, monkeypatch):
     """ensure_trained hands what is missing to the one runner (a child process), and nothing else."""
     organism = dataclasses.replace(ORGANISMS["olmo"], recipe=tiny("olmo"))
@@ -160,6 +165,7 @@ def fake_child(tmp_path, monkeypatch):
     return "fake_child"
 
 
+@pytest.mark.slow
 def test_runner_relays_each_childs_progress_and_runs_them_in_parallel(fake_child, tmp_path):
     seen = []
     jobs = [runner.TrainingJob("gptneox", 0, tmp_path), runner.TrainingJob("olmo", 0, tmp_path)]
@@ -173,6 +179,7 @@ def test_runner_relays_each_childs_progress_and_runs_them_in_parallel(fake_child
     assert "chatter" not in " ".join(p.describe() for p in seen)  # non-progress output is not relayed
 
 
+@pytest.mark.slow
 def test_runner_reports_a_failed_child_with_its_output(fake_child, tmp_path):
     seen = []
     with pytest.raises(runner.TrainingError, match=r"broken seed 0 failed \(exit 3\).*it broke"):
@@ -188,6 +195,7 @@ def test_training_env_pins_thread_pools():
     assert env.get("PATH") == __import__("os").environ.get("PATH")
 
 
+@pytest.mark.slow
 def test_child_trains_under_a_lock_and_reports_each_checkpoint(tmp_path, monkeypatch, capsys):
     """The child (what ``python -m headwatch.fixtures.organisms`` runs): one line per checkpoint; a
     second process asking for an organism that is being trained waits for it, then trains nothing."""
@@ -250,6 +258,7 @@ def test_recipes_meet_the_issue_shape():
     assert ORGANISMS["olmoe"].recipe.num_experts >= 4
 
 
+@pytest.mark.slow
 def test_a_changed_recipe_is_retrained_not_reused(tmp_path):
     """Checkpoints made by another recipe under the same repo id count as missing."""
     recipe = tiny("gptneox")

@@ -58,6 +58,7 @@ def _run_foreign(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProces
     return out, json.loads((tmp_path / "modules.json").read_text())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [(), ("-n", "2"), ("--html", "report.html")], ids=["plain", "xdist", "html"])
 def test_plugin_is_inert_for_a_foreign_suite(tmp_path, args):
     out, modules = _run_foreign(tmp_path, *args)
@@ -160,6 +161,7 @@ formed_within = { revisions = ["step4", "step10000"] }
 """
 
 
+@pytest.mark.slow
 def test_formation_runs_first_and_only_for_models_that_declare_it(tmp_path):
     """claims/test_formation.py is ordered before every claim test, and parametrised only over the
     models whose panel declares formation (the published ones do not: one skip naming why)."""
@@ -189,6 +191,7 @@ def test_hypothesis_profiles():
     assert 'export CI="${CI:-1}"' in (Path(__file__).resolve().parents[1] / ".ci" / "run").read_text()
 
 
+@pytest.mark.slow
 def test_the_suite_runs_with_xdist_disabled():
     """pyproject's addopts pass --dist loadgroup; with -p no:xdist the root conftest accepts it."""
     root = Path(__file__).resolve().parents[1]
@@ -260,6 +263,7 @@ def _subprocess_pytest(tmp_path: Path, *args: str, env: dict[str, str]) -> subpr
                           timeout=600)
 
 
+@pytest.mark.slow
 def test_no_train_errors_with_the_command_that_trains(tmp_path):
     """``--no-train``: the tests of a missing organism are ERRORs naming the command (exit 4), never FAILED claims."""
     r = _subprocess_pytest(tmp_path, "--panel", "organisms", "--models", "organism-olmo", "--no-train", "-k", "F2",
@@ -270,6 +274,7 @@ def test_no_train_errors_with_the_command_that_trains(tmp_path):
     assert not (tmp_path / "org").exists() or not any((tmp_path / "org").rglob("*.safetensors"))
 
 
+@pytest.mark.slow
 def test_bad_input_in_a_fixture_is_an_error_with_exit_4(tmp_path):
     """Offline, a Hub checkpoint missing from the Hub cache is found while measuring: an ERROR saying how to
     download it (exit 4), not a failed claim and not a crash."""
@@ -325,6 +330,7 @@ def run_pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_contract_ids_groups_and_run_info_under_xdist(tmp_path):
     out = run_pytest(tmp_path, "--panel", "published", "-n", "2", "--dist", "loadgroup", "-q",
                      "--cache-dir", str(tmp_path / "c"))
@@ -342,6 +348,7 @@ def test_contract_ids_groups_and_run_info_under_xdist(tmp_path):
     assert info["counts"] == {"reference": 20}
 
 
+@pytest.mark.slow
 def test_contract_test_ids_and_filters(tmp_path):
     out = run_pytest(tmp_path, "--panel", "published", "--collect-only", "-q", "-p", "no:xdist",
                      "--models", "olmo-1b", "--revisions", "step5000-tokens10B,step1454000-tokens3048B")
