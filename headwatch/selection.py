@@ -67,15 +67,14 @@ def _option(flag: str, **kwargs: Any) -> Option:
 OPTIONS: dict[str, Option] = {o.dest: o for o in (
     _option("--panel", action="append", default=None, metavar="NAME|FILE",
             help="panel(s): a shipped name (paper, published, organisms) or a TOML file; repeatable or comma list "
-                 "(default: the shipped panels needing neither network nor GPU, published and organisms; "
-                 "with --reference-dir, the models DIR holds)"),
+                 "(default: the shipped panels needing neither network nor GPU: published and organisms)"),
     _option("--models", action="append", default=None, metavar="NAMES",
             help="only these models (short names or repo ids); repeatable or comma list (default: every model "
                  "of the panels)"),
     _option("--revisions", action="append", default=None, metavar="REVS",
             help="only these revisions (branch names); repeatable or comma list (default: every revision of "
                  "the selected models)"),
-    _option("--device", default="auto", type=validation.argtype(validation.device, "--device"),
+    _option("--device", default="auto", metavar="DEVICE", type=validation.argtype(validation.device, "--device"),
             help="where models that are measured run: cpu, cuda, cuda:N, mps or auto (pytest -n: worker gwN "
                  "takes cuda:N mod the GPU count)"),
     _option("--dtype", default=None, choices=DTYPES,
@@ -95,7 +94,8 @@ OPTIONS: dict[str, Option] = {o.dest: o for o in (
     _option("--reference-dir", default=None, metavar="DIR",
             help="read the records of the models DIR holds from DIR (<model>/<revision>.json: converted, or "
                  "written by `headwatch measure --out`), with DIR's revisions, instead of measuring them or "
-                 "reading the shipped published copy; records without tokens take them from the panel "
+                 "reading the shipped published copy; records without tokens take them from the panel. Without "
+                 "--panel the models judged are those DIR holds; one in no panel is judged without expectations "
                  "(default: none)"),
     _option("--refresh", action="store_true", default=False,
             help="recompute the cached measurements of the selected models"),

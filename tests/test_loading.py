@@ -108,7 +108,7 @@ def test_repo_not_cached_offline_says_how_to_fill(hub):
 
 
 def test_revision_without_safetensors_is_refused(hub):
-    with pytest.raises(loading.NoSafetensorsError, match=r"no safetensors weights.*pytorch_model\.bin.*never unpickles"):
+    with pytest.raises(loading.NoSafetensorsError, match=r"no safetensors weights.*pytorch_model\.bin.*does not unpickle.*allow_pickle = true"):
         loading.resolve_revision("tiny-org/neox", "step-bin", cache_dir=str(hub))
 
 
@@ -203,7 +203,7 @@ def test_trust_remote_code_off_and_loader_arguments(hub, monkeypatch):
     with pytest.raises(loading.LoadingError, match="could not load tiny-org/olmo@step8"):
         loading.load_checkpoint(resolved)
     assert seen["repo"] == "tiny-org/olmo" and seen["revision"] == resolved.commit  # pinned, not the branch
-    assert seen["trust_remote_code"] is False and seen["use_safetensors"] is True
+    assert seen["trust_remote_code"] is False and seen["use_safetensors"] is True and seen["weights_only"] is True
     assert seen["attn_implementation"] == "eager" and seen["local_files_only"] is True
     assert seen["cache_dir"] == str(hub)
     assert load_panel("paper").models[0].trust_remote_code is False
@@ -339,12 +339,13 @@ def test_bad_configs_are_refused_before_the_weights(tmp_path, kind, monkeypatch,
 
 
 def test_an_architecture_without_a_row_is_refused_before_the_weights(tmp_path, monkeypatch, headwatch_cli):
-    from transformers import GPT2Config, GPT2LMHeadModel
+    from transformers import OPTConfig, OPTForCausalLM
 
-    GPT2LMHeadModel(GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=300)).save_pretrained(tmp_path / "gpt2")
+    OPTForCausalLM(OPTConfig(num_hidden_layers=1, num_attention_heads=2, hidden_size=16, ffn_dim=32,
+                             word_embed_proj_dim=16, vocab_size=300)).save_pretrained(tmp_path / "opt")
     monkeypatch.setattr(loading, "load_checkpoint", _must_not_load)
-    r = headwatch_cli("measure", "--model", tmp_path / "gpt2", "--out", tmp_path / "o.json", *SMALL)
-    assert r.code == 2 and "'gpt2'" in r.err and "architecture" in r.err, r.err
+    r = headwatch_cli("measure", "--model", tmp_path / "opt", "--out", tmp_path / "o.json", *SMALL)
+    assert r.code == 2 and "'opt'" in r.err and "architecture" in r.err, r.err
 
 
 #: Probe settings that fit the tiny models and run in a second.
