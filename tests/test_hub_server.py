@@ -571,7 +571,7 @@ def test_suite_repos_serve_the_real_branch_names_and_a_checkpoint_of_each_measur
     assert record.provenance["commit"] == suite_endpoint.repos["EleutherAI/pythia-14m-seed3"].branches["step1000"]
 
     args = ["measure", "--model", "stanford-crfm/battlestar-gpt2-small-x49", "--revision", "checkpoint-20000",
-            "--cache-dir", tmp_path / "hub", "--tokens-seen", str(20000 * MISTRAL_SCHEDULE.tokens_per_step),
+            "--hub-cache-dir", tmp_path / "hub", "--tokens-seen", str(20000 * MISTRAL_SCHEDULE.tokens_per_step),
             "--n-examples", "8", "--n-pr", "8", "--seq-len", "64", "--vocab-lo", "100", "--vocab-hi", "10000",
             "--batch-size", "4", "--device", "cpu"]
     refused = headwatch_cli(*args, "--out", tmp_path / "refused.json")
