@@ -79,11 +79,9 @@ DEFECTS: dict[tuple[str, str, str], str] = {
     ("fixtures/organisms/train.py", "_check_choice", "ValueError"): "a recipe constant",
     ("fixtures/organisms/runner.py", "train_in_subprocesses", "TrainingError"):
         "a training child failed; its own error and log lines are printed above (the class is the child's)",
-    # test and benchmark helpers shipped in the package (tiny models, planted data, random checkpoints)
+    # test helpers shipped in the package (tiny models, planted data)
     ("fixtures/tiny.py", "tiny_config", "ValueError"): "test helper",
     ("fixtures/tiny.py", "miniature_config", "ValueError"): "test helper",
-    ("fixtures/tiny.py", "checkpoint_files", "ValueError"): "test helper",
-    ("fixtures/random_checkpoint.py", "write_random_checkpoint", "FileExistsError"): "benchmark helper",
     ("claims/synthetic.py", "planted_trajectory", "ValueError"): "planted data of the negative controls",
     # the judge's quantities on records the provider validated and ordered
     ("claims/trajectory.py", "by_tokens", "ValueError"): "the provider fills tokens or refuses the record",
@@ -314,7 +312,7 @@ def test_a_cache_folder_variable_naming_a_file_is_named(headwatch_cli, tmp_path,
 def test_the_hub_cache_of_measure_given_a_file_is_named(headwatch_cli, tmp_path, monkeypatch):
     (tmp_path / "afile").write_text("x")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    r = headwatch_cli(*MEASURE, "--model", "tiny-org/neox", "--cache-dir", tmp_path / "afile", "--out", tmp_path / "o.json")
+    r = headwatch_cli(*MEASURE, "--model", "tiny-org/neox", "--hub-cache-dir", tmp_path / "afile", "--out", tmp_path / "o.json")
     assert r.code == 2 and "the Hub cache" in r.err and "not a folder" in r.err, r.err[-2000:]
 
 

@@ -30,7 +30,7 @@ import pytest
 
 from headwatch.fixtures.executors import SlurmArray
 from headwatch.fixtures.fanout import plan_panel
-from headwatch.fixtures.faults import SlowMeasure
+from headwatch_testing.faults import SlowMeasure
 from headwatch.fixtures.panels import load_panel
 from headwatch.fixtures.provider import ProviderOptions
 from headwatch.probes.record import MeasurementRecord

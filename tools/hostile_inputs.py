@@ -29,6 +29,7 @@ checkout's venv does the work).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -100,7 +101,7 @@ save_revision(base / "hub", "tiny-org/neox", "step0", tiny_model("gpt_neox", see
 for t in ("gpt_neox", "olmo", "olmoe"):
     tiny_model(t, seed=0, attn_implementation="eager").save_pretrained(base / "tiny" / t)
 V = base / "variants"
-from headwatch.fixtures.tiny import BROKEN_CHECKPOINTS, save_broken_checkpoint
+from headwatch_testing.broken import BROKEN_CHECKPOINTS, save_broken_checkpoint
 for kind in BROKEN_CHECKPOINTS:
     save_broken_checkpoint(V / kind, kind)
 tiny_model("gpt_neox", seed=0, attn_implementation="eager").save_pretrained(V / "tied-no-head")
@@ -139,7 +140,8 @@ for name, key, value in (("nan-weights", "layers.0.attention.query_key_value.wei
 
 def build_base(base: Path, python: str) -> None:
     """Tiny checkpoints (good and broken), a Hub-format cache and a reference copy under ``base``."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1",
+           "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "testing")}  # headwatch_testing: the broken checkpoints
     if not (base / "ready").exists():
         shutil.rmtree(base, ignore_errors=True)
         base.mkdir(parents=True)
@@ -332,12 +334,16 @@ E = "Environment variables"
 J = "`headwatch judge` / `headwatch report` / `headwatch organisms`"
 X = "Exit codes, file modes, interruptions"
 
-TL = "tests/test_failloud_loading.py"
-TS = "tests/test_failloud_settings.py"
-TP = "tests/test_failloud_panels.py"
-TO = "tests/test_failloud_outputs.py"
-TR = "tests/test_failloud_records.py"
-TX = "tests/test_failloud_exits.py"
+TESTS = Path(__file__).resolve().parents[1] / "tests"
+
+
+@functools.cache
+def home(test: str) -> str:
+    """``tests/<file>.py::<test>``: the file that defines ``test`` (tests are grouped by behaviour and may move)."""
+    for path in sorted(TESTS.glob("test_*.py")):
+        if re.search(rf"^def {re.escape(test)}\(", path.read_text(encoding="utf-8"), re.M):
+            return f"tests/{path.name}::{test}"
+    raise LookupError(f"no test {test} in {TESTS}")
 
 
 def _cases() -> list[Case]:
@@ -347,7 +353,7 @@ def _cases() -> list[Case]:
     # -- weights and files
     def w(id, variant, what, expect="refuse", says=(), test="test_weights_that_do_not_cover_the_model_are_refused", **kw):
         add(Case(id, W, what, MEASURE + ["--model", "{base}/variants/" + variant, "--out", "{ws}/o.json"],
-                 expect=expect, exit=2 if expect == "refuse" else 0, says=says, test=f"{TL}::{test}",
+                 expect=expect, exit=2 if expect == "refuse" else 0, says=says, test=home(test),
                  check=record_ok() if expect == "ok" else nothing_written("o.json"), **kw))
     w("w-no-lm-head", "no-lm-head", "a checkpoint saved without its LM head (embed_out)", says=("lm_head", "random"))
     w("w-config-more-layers", "config-more-layers", "config.json says 3 layers, the weights hold 2", says=("layers.2", "not in the checkpoint"))
@@ -378,7 +384,7 @@ def _cases() -> list[Case]:
     # -- probe settings
     def s(id, args, what, says, expect="refuse", test="test_cli_probe_settings_are_refused_before_loading", check=None):
         add(Case(id, S, what, LOCAL + ["--out", "{ws}/o.json"] + args, expect=expect, exit=2 if expect == "refuse" else 0,
-                 says=says, test=f"{TS}::{test}", check=check or (nothing_written("o.json") if expect == "refuse" else record_ok())))
+                 says=says, test=home(test), check=check or (nothing_written("o.json") if expect == "refuse" else record_ok())))
     s("s-n-pr-0", ["--n-pr", "0"], "`--n-pr 0` (PR would be 1.0 for every head)", ("--n-pr",))
     s("s-n-pr-negative", ["--n-pr", "-5"], "`--n-pr -5`", ("--n-pr",))
     s("s-n-pr-above-n", ["--n-pr", "9"], "`--n-pr 9` with `--n-examples 8`", ("--n-pr", "8"))
@@ -411,12 +417,12 @@ def _cases() -> list[Case]:
     add(Case("s-n-pr-default-capped", S, "`--n-examples 8` without `--n-pr` (the default 500 must not be recorded)",
              ["headwatch", "measure", "--n-examples", "8", "--seq-len", "64", "--vocab-lo", "10", "--vocab-hi", "300",
               "--batch-size", "4", "--device", "cpu", "--model", "{base}/run/step0", "--out", "{ws}/o.json"],
-             expect="ok", exit=0, check=record_ok(n_pr=8), test=f"{TS}::test_default_n_pr_is_capped_and_recorded_as_used"))
+             expect="ok", exit=0, check=record_ok(n_pr=8), test=home("test_default_n_pr_is_capped_and_recorded_as_used")))
 
     # -- where the checkpoint is
     def l(id, args, what, says, expect="refuse", test="test_checkpoint_locations_are_checked"):
         add(Case(id, L, what, MEASURE + args + ["--out", "{ws}/o.json"], expect=expect, exit=2 if expect == "refuse" else 0,
-                 says=says, test=f"{TS}::{test}", env={"HF_HUB_OFFLINE": "1"},
+                 says=says, test=home(test), env={"HF_HUB_OFFLINE": "1"},
                  check=record_ok() if expect == "ok" else nothing_written("o.json")))
     l("l-missing-folder", ["--model", "./runs/nope"], "`--model ./runs/nope` (a folder that does not exist)", ("./runs/nope", "folder"))
     l("l-missing-abs-folder", ["--model", "{ws}/gone/step0"], "`--model /abs/path/that/is/gone`", ("gone", "folder"))
@@ -426,16 +432,16 @@ def _cases() -> list[Case]:
     l("l-empty-model", ["--model", ""], "`--model ''`", ("--model",))
     l("l-hub-not-cached", ["--model", "tiny-org/other"], "a Hub repo id not in the local Hub cache, offline", ("tiny-org/other",))
     l("l-hub-bad-id", ["--model", "a/b/c"], "`--model a/b/c` (neither a folder nor a repo id)", ("a/b/c",))
-    l("l-hub-cached", ["--model", "tiny-org/neox", "--revision", "step0", "--cache-dir", "{base}/hub"],
+    l("l-hub-cached", ["--model", "tiny-org/neox", "--revision", "step0", "--hub-cache-dir", "{base}/hub"],
       "a Hub repo from the local Hub cache, offline", (), expect="ok", test="test_checkpoint_locations_are_checked")
-    l("l-hub-revision-missing", ["--model", "tiny-org/neox", "--revision", "step9", "--cache-dir", "{base}/hub"],
+    l("l-hub-revision-missing", ["--model", "tiny-org/neox", "--revision", "step9", "--hub-cache-dir", "{base}/hub"],
       "a revision the cached Hub repo does not have", ("step9",))
 
     # -- output paths
     def o(id, what, out_args, setup, says=(), expect="refuse", check=None, test="test_output_paths_are_checked_before_the_compute", cmd=None):
         argv = (cmd or (LOCAL + ["--out"])) + out_args
         add(Case(id, O, what, argv, expect=expect, exit=2 if expect == "refuse" else 0, says=says,
-                 test=f"{TO}::{test}", setup=setup, check=check))
+                 test=home(test), setup=setup, check=check))
     o("o-dir", "`--out` is an existing folder", ["{ws}/outdir"], files(**{"outdir__keep": ""}), ("outdir", "folder"))
     o("o-parent-file", "`--out` under a path whose parent is a file", ["{ws}/afile/o.json"], files(afile="x"), ("afile",))
     o("o-unwritable", "`--out` in a folder no one may write (immutable)", ["{ws}/ro/o.json"], None, ("ro",))
@@ -467,7 +473,7 @@ def _cases() -> list[Case]:
     def p(id, what, setup, says, expect="refuse", cmd=None, test="test_panel_values_are_refused_with_what_is_allowed", exit=None):
         argv = cmd or (PYTEST + ["--panel", "{ws}/p.toml", "-k", "F2 or F4"])
         code = exit if exit is not None else ((4 if argv[0] == "pytest" else 2) if expect == "refuse" else 0)
-        add(Case(id, P, what, argv, expect=expect, exit=code, says=says, test=f"{TP}::{test}", setup=setup))
+        add(Case(id, P, what, argv, expect=expect, exit=code, says=says, test=home(test), setup=setup))
     pr = panel  # brevity
     p("p-per-step-negative", "`tokens = { per_step = -2097152 }` (reverses the trajectory)", pr("", {"tokens": "tokens = { per_step = -2097152 }"}), ("per_step",))
     p("p-per-step-zero", "`tokens = { per_step = 0 }`", pr("", {"tokens": "tokens = { per_step = 0 }"}), ("per_step",))
@@ -512,9 +518,9 @@ def _cases() -> list[Case]:
     p("p-ablation-mode", "`ablation = \"some\"`", pr("", {"source": 'source = "reference"\nablation = "some"'}), ("ablation",))
     p("p-source", "`source = \"s3\"`", pr("", {"source": 'source = "s3"'}), ("source",))
     p("p-bos-shape", "`bos_shape = \"linear\"`", pr("", {"bos_shape": 'bos_shape = "linear"'}), ("bos_shape",))
-    p("p-xfail-unknown-claim", "`xfail = { F9 = \"...\" }` (no such claim)", pr("", {}, append='xfail = { F9 = "why" }\n'), ("F9",))
-    p("p-xfail-unknown-revision", "`xfail = { \"F1@step999\" = \"...\" }` (not a listed revision)", pr("", {}, append='xfail = { "F1@step999" = "why" }\n'), ("step999",))
-    p("p-xfail-empty-reason", "`xfail = { F4 = \"\" }` (no reason)", pr("", {}, append='xfail = { F4 = "" }\n'), ("F4",))
+    p("p-xfail-unknown-claim", "`xfail = { F9 = \"...\" }` (no such claim)", pr("", {}, append='xfail = { F9 = "why" }\n'), ("F9",), test="test_schema_errors_say_what_is_wrong")
+    p("p-xfail-unknown-revision", "`xfail = { \"F1@step999\" = \"...\" }` (not a listed revision)", pr("", {}, append='xfail = { "F1@step999" = "why" }\n'), ("step999",), test="test_schema_errors_say_what_is_wrong")
+    p("p-xfail-empty-reason", "`xfail = { F4 = \"\" }` (no reason)", pr("", {}, append='xfail = { F4 = "" }\n'), ("F4",), test="test_schema_errors_say_what_is_wrong")
     p("p-f3-ratio-negative", "`f3_min_ratio = -1`", pr("", {}, append="f3_min_ratio = -1\n"), ("f3_min_ratio",))
     p("p-f4-fraction-2", "`f4_max_fraction = 2` (more than all of training)", pr("", {}, append="f4_max_fraction = 2\n"), ("f4_max_fraction",))
     p("p-f4-fraction-nan", "`f4_max_fraction = nan`", pr("", {}, append="f4_max_fraction = nan\n"), ("f4_max_fraction",))
@@ -551,7 +557,7 @@ def _cases() -> list[Case]:
     # -- pytest options
     def t(id, what, args, says, expect="refuse", setup=None, test="test_pytest_options_are_usage_errors", exit=None, env=None):
         add(Case(id, T, what, PYTEST + args, expect=expect, exit=exit if exit is not None else (4 if expect == "refuse" else 0),
-                 says=says, test=f"{TX}::{test}", setup=setup, env=env or {}))
+                 says=says, test=home(test), setup=setup, env=env or {}))
     t("t-n-examples-0", "`--n-examples 0`", ["--n-examples", "0"], ("--n-examples",))
     t("t-n-examples-text", "`--n-examples abc`", ["--n-examples", "abc"], ("--n-examples",))
     t("t-device-gpu", "`--device gpu` (with a panel that measures)", ["--device", "gpu", "--panel", "{ws}/p.toml"], ("--device",),
@@ -574,7 +580,7 @@ def _cases() -> list[Case]:
         argv = (PYTEST + ["--panel", "published", "--models", "pythia-1b", "--reference-dir", "{ws}/ref", "-k", "F2 or F5"]
                 if cmd == "pytest" else ["headwatch", "judge", "--reference-dir", "{ws}/ref"])
         add(Case(id, R, what, argv, expect=expect, exit=(4 if cmd == "pytest" else 2) if expect == "refuse" else 0,
-                 says=says, test=f"{TR}::{test}", setup=reference_copy(edit)))
+                 says=says, test=home(test), setup=reference_copy(edit)))
     r("r-garbage-json", "a reference record that is not JSON", raw_edit("step256.json", lambda t: "{ garbage"), ("step256.json",))
     r("r-truncated", "a reference record cut short (kill -9 during a copy)", raw_edit("step256.json", lambda t: t[: len(t) // 2]), ("step256.json",))
     r("r-nan", "a selectivity of NaN", raw_edit("step256.json", _nan), ("step256.json", "NaN"))
@@ -592,77 +598,77 @@ def _cases() -> list[Case]:
     r("r-judge-garbage", "`headwatch judge --reference-dir` with a record that is not JSON", raw_edit("step256.json", lambda t: "{ garbage"), ("step256.json",), cmd="judge")
     r("r-judge-nan", "`headwatch judge --reference-dir` with NaN", raw_edit("step256.json", _nan), ("step256.json", "NaN"), cmd="judge")
     add(Case("r-author-format", R, "`--reference-dir` holding the author's raw files", PYTEST + ["--panel", "published", "--reference-dir", "{ws}/raw"],
-             exit=4, says=("convert",), test=f"{TR}::test_reference_files_are_validated_naming_the_file",
+             exit=4, says=("convert",), test=home("test_reference_files_are_validated_naming_the_file"),
              setup=files(**{"raw__x_mechinterp_step1.json": "{}"})))
     add(Case("r-empty-folder", R, "`--reference-dir` an empty folder", PYTEST + ["--panel", "published", "--reference-dir", "{ws}/empty"],
-             exit=4, says=("no converted",), test=f"{TR}::test_reference_files_are_validated_naming_the_file",
+             exit=4, says=("no converted",), test=home("test_reference_files_are_validated_naming_the_file"),
              setup=lambda ws, base: (ws / "empty").mkdir()))
     add(Case("r-cache-nan", R, "a measurement cache entry holding NaN (recomputed, not used)", [],
-             expect="ok", exit=0, test=f"{TR}::test_cache_entries_with_bad_values_are_moved_aside_and_recomputed",
+             expect="ok", exit=0, test=home("test_cache_entries_with_bad_values_are_moved_aside_and_recomputed"),
              custom=run_cache_replaced("nan")))
 
     # -- environment variables
     add(Case("e-cache-dir-file", E, "`HEADWATCH_CACHE_DIR` naming a regular file", PYTEST_BARE + ["--panel", "{ws}/p.toml"],
-             exit=4, says=("afile",), env={"HEADWATCH_CACHE_DIR": "{ws}/afile"}, test=f"{TX}::test_pytest_options_are_usage_errors",
+             exit=4, says=("afile",), env={"HEADWATCH_CACHE_DIR": "{ws}/afile"}, test=home("test_pytest_options_are_usage_errors"),
              setup=lambda ws, base: (files(afile="x")(ws, base), panel("", {}, template=LOCAL_PANEL)(ws, base))))
     add(Case("e-organisms-file", E, "`HEADWATCH_ORGANISMS_CACHE` naming a regular file (judge)", ["headwatch", "judge", "--panel", "organisms", "--models", "organism-olmo"],
              exit=2, says=("afile",), env={"HEADWATCH_ORGANISMS_CACHE": "{ws}/afile"}, setup=files(afile="x"),
-             test=f"{TX}::test_judge_and_report_train_nothing_unless_asked"))
-    add(Case("e-offline-hub", E, "`HF_HUB_OFFLINE=1`, measuring a Hub repo that is not cached", MEASURE + ["--model", "EleutherAI/pythia-1b", "--revision", "step1", "--out", "{ws}/o.json", "--cache-dir", "{ws}/hub"],
-             exit=2, says=("pythia-1b", "HF_HUB_OFFLINE"), env={"HF_HUB_OFFLINE": "1"}, test=f"{TS}::test_checkpoint_locations_are_checked"))
+             test=home("test_judge_and_report_train_nothing_unless_asked")))
+    add(Case("e-offline-hub", E, "`HF_HUB_OFFLINE=1`, measuring a Hub repo that is not cached", MEASURE + ["--model", "EleutherAI/pythia-1b", "--revision", "step1", "--out", "{ws}/o.json", "--hub-cache-dir", "{ws}/hub"],
+             exit=2, says=("pythia-1b", "HF_HUB_OFFLINE"), env={"HF_HUB_OFFLINE": "1"}, test=home("test_checkpoint_locations_are_checked")))
     add(Case("e-offline-paper", E, "`HF_HUB_OFFLINE=1 pytest --panel paper` with an empty Hub cache", PYTEST + ["--panel", "paper", "--models", "pythia-1b", "-k", "F2"],
-             exit=4, says=("hf download",), env={"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": "{ws}/hub"}, test=f"{TX}::test_bad_input_in_a_fixture_is_an_error_with_exit_4"))
+             exit=4, says=("hf download",), env={"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": "{ws}/hub"}, test=home("test_bad_input_in_a_fixture_is_an_error_with_exit_4")))
 
     # -- judge / report / organisms
     add(Case("j-judge-trains", J, "`headwatch judge --panel organisms` with no organism trained", ["headwatch", "judge", "--panel", "organisms", "--models", "organism-olmo"],
              exit=2, says=("headwatch organisms train", "--train-missing"), env={"HEADWATCH_ORGANISMS_CACHE": "{ws}/org"}, timeout=90,
-             timeout_is_silent=True, test=f"{TX}::test_judge_and_report_train_nothing_unless_asked"))
+             timeout_is_silent=True, test=home("test_judge_and_report_train_nothing_unless_asked")))
     add(Case("j-report-missing", J, "`headwatch report --panel organisms` with nothing measured", ["headwatch", "report", "--panel", "organisms", "--no-figures", "--out", "{ws}/rep"],
-             exit=2, says=("--train-missing",), env={"HEADWATCH_ORGANISMS_CACHE": "{ws}/org"}, test=f"{TX}::test_judge_and_report_train_nothing_unless_asked"))
+             exit=2, says=("--train-missing",), env={"HEADWATCH_ORGANISMS_CACHE": "{ws}/org"}, test=home("test_judge_and_report_train_nothing_unless_asked")))
     add(Case("j-report-n-examples-0", J, "`headwatch report --n-examples 0`", ["headwatch", "report", "--n-examples", "0", "--out", "{ws}/rep"],
-             exit=2, says=("--n-examples",), test=f"{TS}::test_cli_probe_settings_are_refused_before_loading"))
+             exit=2, says=("--n-examples",), test=home("test_cli_probe_settings_are_refused_before_loading")))
     add(Case("j-report-n-examples-neg", J, "`headwatch report --n-examples -1`", ["headwatch", "report", "--n-examples", "-1", "--out", "{ws}/rep"],
-             exit=2, says=("--n-examples",), test=f"{TS}::test_cli_probe_settings_are_refused_before_loading"))
+             exit=2, says=("--n-examples",), test=home("test_cli_probe_settings_are_refused_before_loading")))
     add(Case("j-judge-models-unknown", J, "`headwatch judge --models nope`", ["headwatch", "judge", "--models", "nope"],
-             exit=2, says=("nope",), test=f"{TX}::test_exit_codes_of_the_cli"))
+             exit=2, says=("nope",), test=home("test_exit_codes_of_the_cli")))
     add(Case("j-judge-panel-unknown", J, "`headwatch judge --panel nope`", ["headwatch", "judge", "--panel", "nope"],
-             exit=2, says=("nope",), test=f"{TX}::test_exit_codes_of_the_cli"))
+             exit=2, says=("nope",), test=home("test_exit_codes_of_the_cli")))
     add(Case("j-judge-reference-missing", J, "`headwatch judge --reference-dir` that does not exist", ["headwatch", "judge", "--reference-dir", "{ws}/nope"],
-             exit=2, says=("nope",), test=f"{TX}::test_exit_codes_of_the_cli"))
+             exit=2, says=("nope",), test=home("test_exit_codes_of_the_cli")))
     add(Case("j-judge-cache-file", J, "`headwatch judge --cache-dir` a regular file, on a local panel", ["headwatch", "judge", "--panel", "{ws}/p.toml", "--cache-dir", "{ws}/afile"],
-             exit=2, says=("afile",), test=f"{TX}::test_exit_codes_of_the_cli",
+             exit=2, says=("afile",), test=home("test_exit_codes_of_the_cli"),
              setup=lambda ws, base: (files(afile="x")(ws, base), panel("", {}, template=LOCAL_PANEL)(ws, base))))
     add(Case("j-judge-local-ok", J, "`headwatch judge` on a correct local panel (measures, judges)", ["headwatch", "judge", "--panel", "{ws}/p.toml"],
-             expect="ok", exit=(0, 1), test=f"{TX}::test_exit_codes_of_the_cli", setup=panel("", {}, template=LOCAL_PANEL),
+             expect="ok", exit=(0, 1), test=home("test_exit_codes_of_the_cli"), setup=panel("", {}, template=LOCAL_PANEL),
              check=lambda ws, r: None if "== " in r.out else "no verdicts printed"))
-    add(Case("j-no-command", J, "`headwatch` with no subcommand", ["headwatch"], exit=2, says=("COMMAND", "required"), test=f"{TX}::test_exit_codes_of_the_cli"))
-    add(Case("j-bad-flag", J, "`headwatch judge --bogus`", ["headwatch", "judge", "--bogus"], exit=2, says=("--bogus",), test=f"{TX}::test_exit_codes_of_the_cli"))
-    add(Case("j-organisms-seed-negative", J, "`headwatch organisms train --seed -1`", ["headwatch", "organisms", "train", "--seed", "-1", "--cache-dir", "{ws}/org"],
-             exit=2, says=("--seed",), test=f"{TS}::test_organisms_train_arguments_are_checked"))
-    add(Case("j-organisms-threads-0", J, "`headwatch organisms train --threads 0`", ["headwatch", "organisms", "train", "--threads", "0", "--cache-dir", "{ws}/org"],
-             exit=2, says=("--threads",), test=f"{TS}::test_organisms_train_arguments_are_checked", timeout=90, timeout_is_silent=True))
-    add(Case("j-organisms-cache-file", J, "`headwatch organisms train --cache-dir` a regular file", ["headwatch", "organisms", "train", "--family", "olmo", "--cache-dir", "{ws}/afile"],
-             exit=2, says=("afile",), setup=files(afile="x"), test=f"{TS}::test_organisms_train_arguments_are_checked", timeout=90, timeout_is_silent=True))
+    add(Case("j-no-command", J, "`headwatch` with no subcommand", ["headwatch"], exit=2, says=("COMMAND", "required"), test=home("test_exit_codes_of_the_cli")))
+    add(Case("j-bad-flag", J, "`headwatch judge --bogus`", ["headwatch", "judge", "--bogus"], exit=2, says=("--bogus",), test=home("test_exit_codes_of_the_cli")))
+    add(Case("j-organisms-seed-negative", J, "`headwatch organisms train --seed -1`", ["headwatch", "organisms", "train", "--seed", "-1", "--organisms-cache-dir", "{ws}/org"],
+             exit=2, says=("--seed",), test=home("test_organisms_train_arguments_are_checked")))
+    add(Case("j-organisms-threads-0", J, "`headwatch organisms train --threads 0`", ["headwatch", "organisms", "train", "--threads", "0", "--organisms-cache-dir", "{ws}/org"],
+             exit=2, says=("--threads",), test=home("test_organisms_train_arguments_are_checked"), timeout=90, timeout_is_silent=True))
+    add(Case("j-organisms-cache-file", J, "`headwatch organisms train --organisms-cache-dir` a regular file", ["headwatch", "organisms", "train", "--family", "olmo", "--organisms-cache-dir", "{ws}/afile"],
+             exit=2, says=("afile",), setup=files(afile="x"), test=home("test_organisms_train_arguments_are_checked"), timeout=90, timeout_is_silent=True))
     add(Case("j-organisms-family", J, "`headwatch organisms train --family gpt2`", ["headwatch", "organisms", "train", "--family", "gpt2"],
-             exit=2, says=("gpt2",), test=f"{TS}::test_organisms_train_arguments_are_checked"))
+             exit=2, says=("gpt2",), test=home("test_organisms_train_arguments_are_checked")))
 
     # -- exit codes, modes, interruptions
     add(Case("x-umask-022-out", X, "umask 022: the record `--out` writes is readable by the group (0644)", LOCAL + ["--out", "{ws}/o.json"],
-             expect="ok", exit=0, umask=0o022, check=expect_mode("o.json", 0o644), test=f"{TO}::test_files_and_folders_honour_the_umask"))
-    add(Case("x-umask-077-report", X, "umask 077: `headwatch report` files stay private (0600)", ["headwatch", "report", "--no-figures", "--out", "{ws}/rep"],
-             expect="ok", exit=0, umask=0o077, check=tree_modes("rep/*", 0o600), test=f"{TO}::test_files_and_folders_honour_the_umask"))
+             expect="ok", exit=0, umask=0o022, check=expect_mode("o.json", 0o644), test=home("test_files_and_folders_honour_the_umask")))
+    add(Case("x-umask-077-report", X, "umask 077: `headwatch report` files stay private (0600)", ["headwatch", "report", "--panel", "published", "--no-figures", "--out", "{ws}/rep"],
+             expect="ok", exit=0, umask=0o077, check=tree_modes("rep/*", 0o600), test=home("test_files_and_folders_honour_the_umask")))
     add(Case("x-umask-022-cache", X, "umask 022: measurement cache entries written by pytest (0644)", PYTEST + ["--panel", "{ws}/p.toml", "-k", "F2"],
              expect="ok", exit=0, umask=0o022, setup=panel("", {}, template=LOCAL_PANEL), check=tree_modes("cache/measurements/*/*.json", 0o644),
-             test=f"{TO}::test_files_and_folders_honour_the_umask"))
+             test=home("test_files_and_folders_honour_the_umask")))
     add(Case("x-umask-022-judge-json", X, "umask 022: `headwatch judge --json` (0644)", ["headwatch", "judge", "--models", "olmo-1b", "--json", "{ws}/v.json"],
-             expect="ok", exit=0, umask=0o022, check=expect_mode("v.json", 0o644), test=f"{TO}::test_files_and_folders_honour_the_umask"))
+             expect="ok", exit=0, umask=0o022, check=expect_mode("v.json", 0o644), test=home("test_files_and_folders_honour_the_umask")))
     add(Case("x-kill-measure", X, "kill -9 of `headwatch measure` mid-run, then the same command again", [],
-             expect="ok", exit=0, custom=run_kill_measure, test=f"{TO}::test_a_killed_write_leaves_no_partial_file"))
+             expect="ok", exit=0, custom=run_kill_measure, test=home("test_a_killed_write_leaves_no_partial_file")))
     add(Case("x-kill-pytest", X, "kill -9 of pytest measuring a local panel, then the same command again", [],
-             expect="ok", exit=0, custom=run_kill_pytest, test=f"{TO}::test_a_killed_write_leaves_no_partial_file"))
+             expect="ok", exit=0, custom=run_kill_pytest, test=home("test_a_killed_write_leaves_no_partial_file")))
     add(Case("x-failed-claim-exit", X, "a planted model whose F1 fails: `headwatch judge --reference-dir` (a finding, exit 1)", ["headwatch", "judge", "--reference-dir", "{ws}/ref"],
              expect="ok", exit=1, setup=reference_copy(edit_json("step143000.json", sel("L0_H1", "first-token", 500.0))),
-             check=lambda ws, r: None if re.search(r"^\s*F1\s+fails\b", r.out, re.M | re.I) else "no failing F1 verdict", test=f"{TX}::test_exit_codes_of_the_cli"))
+             check=lambda ws, r: None if re.search(r"^\s*F1\s+fails\b", r.out, re.M | re.I) else "no failing F1 verdict", test=home("test_exit_codes_of_the_cli")))
     return c + _fault_cases()
 
 
@@ -675,8 +681,6 @@ PC = "Panels that contradict themselves, overflow, or list revisions that do not
 RB = "Resource bombs: nesting, runs of hours"
 SO = "Scale-out: executors, the weights host, a second clone"
 
-TC, TRD, TPC, TLR, TSO = ("tests/test_exit_classes.py", "tests/test_readers.py", "tests/test_panel_refusals.py",
-                          "tests/test_long_runs.py", "tests/test_scale_out_faults.py")
 
 
 def copy_run(*revisions: str, dest: str = "run"):
@@ -762,11 +766,11 @@ def _fault_cases() -> list[Case]:
 
     # -- user-caused failures: exit 2 (headwatch) / 4 (pytest), never 3
     add(Case("c-nan-weights", C, "a checkpoint whose weights hold NaN", measure_local("{base}/variants/nan-weights"),
-             says=("NaN or inf", "query_key_value"), test=f"{TC}::test_non_finite_weights_are_bad_input_naming_the_tensor"))
+             says=("NaN or inf", "query_key_value"), test=home("test_non_finite_weights_are_bad_input_naming_the_tensor")))
     add(Case("c-inf-weights", C, "a checkpoint whose weights hold inf", measure_local("{base}/variants/inf-weights"),
-             says=("NaN or inf", "dense_h_to_4h"), test=f"{TC}::test_non_finite_weights_are_bad_input_naming_the_tensor"))
+             says=("NaN or inf", "dense_h_to_4h"), test=home("test_non_finite_weights_are_bad_input_naming_the_tensor")))
     add(Case("c-nan-weights-pytest", C, "a local panel over a NaN checkpoint (pytest)", PYTEST + ["--panel", "{ws}/p.toml", "-k", "F2"],
-             exit=4, says=("NaN or inf",), setup=nan_panel, test=f"{TC}::test_non_finite_weights_are_bad_input_naming_the_tensor"))
+             exit=4, says=("NaN or inf",), setup=nan_panel, test=home("test_non_finite_weights_are_bad_input_naming_the_tensor")))
     for id_, what, argv, code in (
         ("c-disk-full-out", "the file system fills up while `headwatch measure --out` writes", LOCAL + ["--out", "{ws}/full/o.json"], 2),
         ("c-disk-full-json", "the file system fills up while `headwatch judge --json` writes",
@@ -778,30 +782,30 @@ def _fault_cases() -> list[Case]:
     ):
         add(Case(id_, C, what, argv, exit=code, says=("No space left", "write somewhere else"), custom=run_on_full_disk,
                  setup=panel("", {}, template=LOCAL_PANEL),
-                 test=f"{TC}::test_a_disk_that_fills_up_while_writing_is_bad_input_naming_the_file"))
+                 test=home("test_a_disk_that_fills_up_while_writing_is_bad_input_naming_the_file")))
     add(Case("c-read-only-out", C, "`--out` on a read-only file system", LOCAL + ["--out", "{ws}/full/o.json"],
              says=("read-only",), custom=run_on_full_disk, env={"READ_ONLY": "1"},
-             test=f"{TC}::test_os_errors_of_the_machine_are_bad_input_naming_the_path"))
+             test=home("test_os_errors_of_the_machine_are_bad_input_naming_the_path")))
     for id_, value, says in (("c-memory-limit-text", "abc", "not a memory size"),
                              ("c-memory-limit-huge", "9" * 30 + "TiB", "more bytes than"),
                              ("c-memory-limit-negative", "-5GiB", "not a memory size")):
         add(Case(id_, C, f"`HEADWATCH_MEMORY_LIMIT={value[:12]}`", LOCAL + ["--out", "{ws}/o.json"], env={"HEADWATCH_MEMORY_LIMIT": value},
-                 says=("HEADWATCH_MEMORY_LIMIT", says), test=f"{TC}::test_an_environment_variable_it_cannot_hold_is_named"))
+                 says=("HEADWATCH_MEMORY_LIMIT", says), test=home("test_an_environment_variable_it_cannot_hold_is_named")))
     add(Case("c-memory-limit-pytest", C, "`HEADWATCH_MEMORY_LIMIT=abc` under pytest", PYTEST + ["--panel", "{ws}/p.toml", "-k", "F2"],
              exit=4, env={"HEADWATCH_MEMORY_LIMIT": "abc"}, says=("HEADWATCH_MEMORY_LIMIT",), setup=panel("", {}, template=LOCAL_PANEL),
-             test=f"{TC}::test_an_environment_variable_it_cannot_hold_is_named"))
+             test=home("test_an_environment_variable_it_cannot_hold_is_named")))
     add(Case("c-train-numerics", C, "`HEADWATCH_TRAIN_NUMERICS=fast headwatch organisms train`",
-             ["headwatch", "organisms", "train", "--family", "olmo", "--cache-dir", "{ws}/org"], env={"HEADWATCH_TRAIN_NUMERICS": "fast"},
+             ["headwatch", "organisms", "train", "--family", "olmo", "--organisms-cache-dir", "{ws}/org"], env={"HEADWATCH_TRAIN_NUMERICS": "fast"},
              says=("HEADWATCH_TRAIN_NUMERICS",), timeout=120, timeout_is_silent=True,
-             test=f"{TC}::test_the_training_numerics_variable_is_named"))
+             test=home("test_the_training_numerics_variable_is_named")))
     add(Case("c-max-examples-text", C, "`HEADWATCH_MAX_EXAMPLES=lots`", LOCAL + ["--out", "{ws}/o.json"], env={"HEADWATCH_MAX_EXAMPLES": "lots"},
-             says=("HEADWATCH_MAX_EXAMPLES",), test=f"{TLR}::test_the_bound_is_confirmed_by_the_environment_and_its_value_checked"))
-    folder_test = f"{TC}::test_a_folder_option_given_a_file_is_named_before_any_work"
+             says=("HEADWATCH_MAX_EXAMPLES",), test=home("test_the_bound_is_confirmed_by_the_environment_and_its_value_checked")))
+    folder_test = home("test_a_folder_option_given_a_file_is_named_before_any_work")
     for id_, what, argv, code in (
         ("c-log-dir-file", "`headwatch measure-panel --log-dir` naming a regular file",
          ["headwatch", "measure-panel", "--panel", "{ws}/p.toml", "--device", "cpu", "--log-dir", "{ws}/afile"], 2),
-        ("c-hub-cache-file", "`headwatch measure --cache-dir` (the Hub cache) naming a regular file",
-         MEASURE + ["--model", "tiny-org/neox", "--revision", "step0", "--cache-dir", "{ws}/afile", "--out", "{ws}/o.json"], 2),
+        ("c-hub-cache-file", "`headwatch measure --hub-cache-dir` naming a regular file",
+         MEASURE + ["--model", "tiny-org/neox", "--revision", "step0", "--hub-cache-dir", "{ws}/afile", "--out", "{ws}/o.json"], 2),
         ("c-panel-hub-cache-file", "`measure-panel --hub-cache-dir` naming a regular file",
          ["headwatch", "measure-panel", "--panel", "{ws}/p.toml", "--device", "cpu", "--hub-cache-dir", "{ws}/afile"], 2),
         ("c-reference-dir-file", "`headwatch judge --reference-dir` naming a regular file",
@@ -820,31 +824,31 @@ def _fault_cases() -> list[Case]:
                        ("dangling", "does not exist")):
         add(Case(f"rd-record-{kind}", RD, f"a reference record that is {'a FIFO' if kind == 'fifo' else 'a link to /dev/zero' if kind == 'zero' else 'a symlink loop' if kind == 'loop' else 'a dangling link' if kind == 'dangling' else 'a 100 MB file'}",
                  ref_argv, exit=4, says=("step256.json", says), timeout=90, setup=then(reference_copy(), replace_with(rec, kind)),
-                 test=f"{TRD}::test_a_record_that_is_not_a_regular_file_of_json_is_named"))
+                 test=home("test_a_record_that_is_not_a_regular_file_of_json_is_named")))
     add(Case("rd-judge-record-fifo", RD, "`headwatch judge --reference-dir` with a record that is a FIFO",
              ["headwatch", "judge", "--reference-dir", "{ws}/ref"], says=("step256.json", "FIFO"), timeout=90,
-             setup=then(reference_copy(), replace_with(rec, "fifo")), test=f"{TRD}::test_a_record_that_is_not_a_regular_file_of_json_is_named"))
+             setup=then(reference_copy(), replace_with(rec, "fifo")), test=home("test_a_record_that_is_not_a_regular_file_of_json_is_named")))
     for kind, says in (("zero", "character device"), ("fifo", "FIFO"), ("loop", "symlink loop"), ("dangling", "does not exist")):
         add(Case(f"rd-weights-{kind}", RD, f"model.safetensors is {'a symlink to /dev/zero (endless)' if kind == 'zero' else 'a FIFO' if kind == 'fifo' else 'a symlink loop' if kind == 'loop' else 'a dangling symlink'}",
                  measure_local("{ws}/run/step0"), says=("model.safetensors", says), timeout=90,
                  setup=then(copy_run("step0"), replace_with("run/step0/model.safetensors", kind)),
-                 test=f"{TRD}::test_weights_behind_a_symlink_that_never_ends_are_named_not_hashed"))
+                 test=home("test_weights_behind_a_symlink_that_never_ends_are_named_not_hashed")))
     add(Case("rd-panel-fifo", RD, "`--panel` naming a FIFO", PYTEST + ["--panel", "{ws}/p.toml"], exit=4, says=("FIFO",), timeout=90,
-             setup=replace_with("p.toml", "fifo"), test=f"{TRD}::test_a_panel_file_that_cannot_be_read_is_named"))
+             setup=replace_with("p.toml", "fifo"), test=home("test_a_panel_file_that_cannot_be_read_is_named")))
     add(Case("rd-panel-loop", RD, "`--panel` naming a symlink loop", PYTEST + ["--panel", "{ws}/p.toml"], exit=4, says=("symlink loop",),
-             setup=replace_with("p.toml", "loop"), test=f"{TRD}::test_a_panel_file_that_cannot_be_read_is_named"))
+             setup=replace_with("p.toml", "loop"), test=home("test_a_panel_file_that_cannot_be_read_is_named")))
     add(Case("rd-config-fifo", RD, "config.json is a FIFO", measure_local("{ws}/run/step0"), says=("config.json",), timeout=90,
              setup=then(copy_run("step0"), replace_with("run/step0/config.json", "fifo")),
-             test=f"{TRD}::test_weights_behind_a_symlink_that_never_ends_are_named_not_hashed"))
+             test=home("test_weights_behind_a_symlink_that_never_ends_are_named_not_hashed")))
     add(Case("rd-cache-fifo", RD, "a measurement cache entry that is a FIFO (recomputed, not waited on)", [], expect="ok", exit=0,
              custom=run_cache_replaced("fifo"), timeout=300,
-             test=f"{TRD}::test_a_cache_entry_that_cannot_be_read_is_moved_aside_and_recomputed"))
+             test=home("test_a_cache_entry_that_cannot_be_read_is_moved_aside_and_recomputed")))
     add(Case("rd-cache-loop", RD, "a measurement cache entry that is a symlink loop (recomputed)", [], expect="ok", exit=0,
              custom=run_cache_replaced("loop"), timeout=300,
-             test=f"{TRD}::test_a_cache_entry_that_cannot_be_read_is_moved_aside_and_recomputed"))
+             test=home("test_a_cache_entry_that_cannot_be_read_is_moved_aside_and_recomputed")))
 
     # -- names that leave their folder
-    nm_test = f"{TRD}::test_a_local_revision_outside_the_models_folder_is_refused"
+    nm_test = home("test_a_local_revision_outside_the_models_folder_is_refused")
     add(Case("nm-revision-dotdot", NM, "`--revision ../other` of a local folder (another model's checkpoint)",
              MEASURE + ["--model", "{ws}/run", "--revision", "../other/step0", "--out", "{ws}/o.json"], says=("leaves",),
              setup=then(copy_run("step0"), copy_run("step100", dest="other")),
@@ -861,16 +865,16 @@ def _fault_cases() -> list[Case]:
              test=nm_test))
     add(Case("nm-shard-outside", NM, "an index naming a shard outside the checkpoint (`../../elsewhere/...`)",
              measure_local("{ws}/ck/step0"), says=("leaves",), setup=shard_outside,
-             test=f"{TRD}::test_a_shard_outside_the_checkpoint_is_refused"))
+             test=home("test_a_shard_outside_the_checkpoint_is_refused")))
     add(Case("nm-hub-ref-elsewhere", NM, "a Hub cache ref pointing into another repo's snapshot (`../../models--...`)",
-             MEASURE + ["--model", "tiny-org/neox", "--revision", "step0", "--cache-dir", "{ws}/hub", "--out", "{ws}/o.json"],
+             MEASURE + ["--model", "tiny-org/neox", "--revision", "step0", "--hub-cache-dir", "{ws}/hub", "--out", "{ws}/o.json"],
              says=("not a commit hash",), env={"HF_HUB_OFFLINE": "1"}, setup=hub_ref_elsewhere,
-             test=f"{TRD}::test_a_hub_cache_ref_that_is_not_a_commit_is_never_followed"))
+             test=home("test_a_hub_cache_ref_that_is_not_a_commit_is_never_followed")))
 
     # -- panels: contradictions, overflow, missing revisions
     def pc(id_, what, replace=None, append="", says=(), test="test_a_panel_that_contradicts_itself_is_refused", cmd=None, **kw):
         argv = cmd or (PYTEST + ["--panel", "{ws}/p.toml", "-k", "F2"])
-        add(Case(id_, PC, what, argv, exit=4 if argv[0] == "pytest" else 2, says=says, test=f"{TPC}::{test}",
+        add(Case(id_, PC, what, argv, exit=4 if argv[0] == "pytest" else 2, says=says, test=home(test),
                  setup=kw.pop("setup", None) or panel("", replace or {}, append=append, template=LOCAL_PANEL), **kw))
     pc("pc-two-token-rules", "`tokens = { per_step = 1000, from_name = true }` (two rules)",
        {"tokens": "tokens = { per_step = 1000, from_name = true }"}, says=("two rules",))
@@ -905,37 +909,37 @@ def _fault_cases() -> list[Case]:
        timeout=120, timeout_is_silent=True, test="test_organism_revisions_are_checked_against_the_recipe_without_training")
 
     # -- resource bombs
-    rb_rec = f"{TRD}::test_a_record_that_is_not_a_regular_file_of_json_is_named"
+    rb_rec = home("test_a_record_that_is_not_a_regular_file_of_json_is_named")
     add(Case("rb-deep-record", RB, "a reference record nested 20000 levels deep", ref_argv, exit=4, says=("step256.json", "levels deep"),
              setup=then(reference_copy(), replace_with(rec, "deep")), test=rb_rec))
     add(Case("rb-deep-record-judge", RB, "the same, `headwatch judge --reference-dir`", ["headwatch", "judge", "--reference-dir", "{ws}/ref"],
              says=("step256.json", "levels deep"), setup=then(reference_copy(), replace_with(rec, "deep")), test=rb_rec))
     add(Case("rb-deep-cache-entry", RB, "a measurement cache entry nested 20000 levels deep (recomputed)", [], expect="ok", exit=0,
              custom=run_cache_replaced("deep"), timeout=300,
-             test=f"{TRD}::test_a_cache_entry_that_cannot_be_read_is_moved_aside_and_recomputed"))
+             test=home("test_a_cache_entry_that_cannot_be_read_is_moved_aside_and_recomputed")))
     add(Case("rb-deep-panel", RB, "a panel file nesting arrays 5000 deep", PYTEST + ["--panel", "{ws}/p.toml"], exit=4, says=("nests",),
-             setup=files(**{"p.toml": "x = " + "[" * 5000 + "]" * 5000 + "\n"}), test=f"{TRD}::test_a_panel_file_that_cannot_be_read_is_named"))
+             setup=files(**{"p.toml": "x = " + "[" * 5000 + "]" * 5000 + "\n"}), test=home("test_a_panel_file_that_cannot_be_read_is_named")))
     add(Case("rb-deep-safetensors-header", RB, "a safetensors header nested 20000 levels deep", measure_local("{ws}/run/step0"),
              says=("model.safetensors", "levels deep"), setup=then(copy_run("step0"), deep_header("run/step0/model.safetensors")),
-             test=f"{TRD}::test_json_nesting_is_bounded_before_parsing"))
+             test=home("test_json_nesting_is_bounded_before_parsing")))
     add(Case("rb-million-examples", RB, "`headwatch measure --n-examples 5000000`", MEASURE[:2] + ["--n-examples", "5000000"] + MEASURE[4:] + ["--model", "{base}/run/step0", "--out", "{ws}/o.json"],
              says=("5,000,000", "HEADWATCH_MAX_EXAMPLES"), timeout=120, timeout_is_silent=True,
-             test=f"{TLR}::test_millions_of_examples_are_refused_naming_how_to_confirm"))
+             test=home("test_millions_of_examples_are_refused_naming_how_to_confirm")))
     add(Case("rb-million-examples-pytest", RB, "`pytest --n-examples 5000000`", PYTEST + ["--panel", "{ws}/p.toml", "--n-examples", "5000000", "-k", "F2"],
              exit=4, says=("5,000,000",), setup=panel("", {}, template=LOCAL_PANEL), timeout=120, timeout_is_silent=True,
-             test=f"{TLR}::test_millions_of_examples_are_refused_naming_how_to_confirm"))
+             test=home("test_millions_of_examples_are_refused_naming_how_to_confirm")))
     add(Case("rb-million-examples-panel", RB, "`[models.probe] n_examples = 5000000`", PYTEST + ["--panel", "{ws}/p.toml", "-k", "F2"],
              exit=4, says=("5,000,000",), setup=panel("", {"n_examples": "n_examples = 5000000"}, template=LOCAL_PANEL), timeout=120,
-             timeout_is_silent=True, test=f"{TLR}::test_a_panel_asking_for_millions_is_refused"))
+             timeout_is_silent=True, test=home("test_a_panel_asking_for_millions_is_refused")))
     add(Case("rb-bootstrap-bomb", RB, "`[models.probe] n_bootstrap = 100000000`", PYTEST + ["--panel", "{ws}/p.toml", "-k", "F2"],
              exit=4, says=("n_bootstrap",), setup=panel("", {}, append="n_bootstrap = 100000000\n", template=LOCAL_PANEL), timeout=120,
-             timeout_is_silent=True, test=f"{TLR}::test_a_panel_asking_for_millions_is_refused"))
+             timeout_is_silent=True, test=home("test_a_panel_asking_for_millions_is_refused")))
     add(Case("rb-long-run-estimate", RB, "`HEADWATCH_MAX_EXAMPLES=400000 headwatch measure --n-examples 300000` (confirmed): an estimate after the first batch",
              [], expect="ok", exit=0, custom=run_long_estimate, timeout=240,
-             test=f"{TLR}::test_a_long_run_logs_an_estimate_then_progress"))
+             test=home("test_a_long_run_logs_an_estimate_then_progress")))
 
     # -- scale-out
-    so_test = f"{TSO}::test_slurm_without_a_cluster_is_bad_input_without_a_false_scancel_line"
+    so_test = home("test_slurm_without_a_cluster_is_bad_input_without_a_false_scancel_line")
     panel_run = ["headwatch", "measure-panel", "--panel", "{ws}/p.toml", "--device", "cpu", "--log-dir", "{ws}/logs"]
     add(Case("so-slurm-no-cluster", SO, "`--executor slurm` where Slurm is installed but no controller answers", panel_run + ["--executor", "slurm"],
              says=("slurm",), absent=("scancel", "keep running"), setup=panel("", {}, template=LOCAL_PANEL), timeout=180, test=so_test))
@@ -946,30 +950,30 @@ def _fault_cases() -> list[Case]:
              says=("--slurm-option",), setup=panel("", {}, template=LOCAL_PANEL), test=so_test))
     add(Case("so-ray-bad-address", SO, "`--executor ray --address 127.0.0.1:9` (no cluster there)", panel_run + ["--executor", "ray", "--address", "127.0.0.1:9"],
              says=("--address",), setup=panel("", {}, template=LOCAL_PANEL), timeout=240,
-             test=f"{TSO}::test_ray_without_address_starts_its_own_cluster_beside_a_ray_start_one"))
+             test=home("test_ray_without_address_starts_its_own_cluster_beside_a_ray_start_one")))
     add(Case("so-ray-beside-ray-start", SO, "`--executor ray` without `--address` while a `ray start` cluster runs here", [],
              expect="ok", exit=0, custom=run_ray_beside_ray_start, timeout=600,
-             test=f"{TSO}::test_ray_without_address_starts_its_own_cluster_beside_a_ray_start_one"))
+             test=home("test_ray_without_address_starts_its_own_cluster_beside_a_ray_start_one")))
     add(Case("so-hub-502-tasks", SO, "the Hub answers 502 (`headwatch measure-panel`): each task fails with the status and URL (exit 1)",
              ["headwatch", "measure-panel", "--panel", "{ws}/hub.toml", "--device", "cpu"], expect="ok", exit=1,
              custom=run_against_failing_hub, timeout=240,
              setup=files(**{"hub.toml": '[[models]]\nname = "m"\nrepo = "org/model"\nrevisions = ["step1", "step2"]\ntokens = { per_step = 1 }\n'}),
              check=lambda ws, r: None if re.search(r"FAILED: .*HTTP 502 .*127\.0\.0\.1", r.out) else "no task reason with HTTP 502 and the URL",
-             test="tests/test_hub_server.py::test_a_failing_weights_host_keeps_its_status_and_url_in_the_task_reason"))
+             test=home("test_a_failing_weights_host_keeps_its_status_and_url_in_the_task_reason")))
     for id_, argv, code, what in (
-        ("so-hub-502-measure", MEASURE + ["--model", "org/model", "--revision", "step1", "--cache-dir", "{ws}/hub", "--out", "{ws}/o.json"], 2,
+        ("so-hub-502-measure", MEASURE + ["--model", "org/model", "--revision", "step1", "--hub-cache-dir", "{ws}/hub", "--out", "{ws}/o.json"], 2,
          "the Hub answers 502 (`headwatch measure`)"),
         ("so-hub-503-pytest", PYTEST + ["--panel", "{ws}/hub.toml", "-k", "F2"], 4, "the Hub answers 503 (pytest on a Hub panel)"),
     ):
         add(Case(id_, SO, what, argv, exit=code, says=("HTTP 50", "127.0.0.1"), custom=run_against_failing_hub, timeout=240,
                  setup=files(**{"hub.toml": '[[models]]\nname = "m"\nrepo = "org/model"\nrevisions = ["step1", "step2"]\ntokens = { per_step = 1 }\n'}),
-                 test="tests/test_hub_server.py::test_a_failing_weights_host_keeps_its_status_and_url_in_the_task_reason"))
+                 test=home("test_a_failing_weights_host_keeps_its_status_and_url_in_the_task_reason")))
     for id_, extra, what in (("so-second-clone", ["--panel", "published"], "`pytest claims --panel published` in a second clone"),
                              ("so-second-clone-bare", [], "`pytest claims` (no option) in a second clone"),
                              ("so-second-clone-collect", ["--collect-only"], "`pytest claims --collect-only` in a second clone")):
         add(Case(id_, SO, what, ["pytest", "{ws}/clone/claims", "-q", "-p", "no:cacheprovider", *extra], exit=4,
                  says=("active claims folder",), setup=lambda ws, base: None, custom=run_second_clone, timeout=240,
-                 test=f"{TC}::test_claim_tests_of_another_clone_name_the_active_claims_folder"))
+                 test=home("test_claim_tests_of_another_clone_name_the_active_claims_folder")))
     return c
 
 
