@@ -986,7 +986,8 @@ def _popen(argv: list[str], env: dict, cwd: str) -> subprocess.Popen:
 
 
 def run_kill_measure(case: Case, ws: Path, base: Path, ctx: dict) -> Result:
-    argv = fill(MEASURE + ["--model", "{base}/run/step0", "--n-examples", "2000", "--n-pr", "500", "--out", "{ws}/o.json"], ws, base, ctx)
+    # 20,000 examples: measuring outlasts the kill at 10 s on an idle machine too (2,000 took 1 s)
+    argv = fill(MEASURE + ["--model", "{base}/run/step0", "--n-examples", "20000", "--n-pr", "500", "--out", "{ws}/o.json"], ws, base, ctx)
     before = {x.name for x in ws.iterdir()}
     t0 = time.monotonic()
     p = _popen(argv, ctx["env"], ctx["cwd"])
