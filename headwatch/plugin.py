@@ -422,7 +422,7 @@ def _pretrain(config: pytest.Config, model_ids: set[str]) -> None:
         return
     tr = config.pluginmanager.get_plugin("terminalreporter")
     workers = int(getattr(config.option, "numprocesses", 0) or 0)
-    parallel = default_parallel(TRAIN_THREADS, len(jobs)) if not workers else max(1, min(workers, len(jobs)))
+    parallel = default_parallel(TRAIN_THREADS, len(jobs), workers or None)
     say = (lambda text, **kw: tr.write_line(text, **kw)) if tr is not None else (lambda text, **kw: print(text))
     if tr is not None:
         tr.write_sep("-", "headwatch: training model organisms")
