@@ -72,7 +72,7 @@ def test_organism_records_written_in_training_are_the_providers(family, tmp_path
     probe = MeasurePlan.from_dict(Provider(options).measure_plan(pm)).probe(report=lines.append)
     log = train(recipe, seed=0, cache_dir=tmp_path / "organisms", progress=False, probe=probe)
     assert log.probe_seconds > 0 and sorted(probe.measured) == ["step0", "step2", "step6"]
-    assert len(lines) == 3 and all("% of the" in line for line in lines)
+    assert len(lines) == 3 and "first measurement" in lines[0] and all("% of the" in line for line in lines[1:])
 
     # Reloading each checkpoint measures exactly what training measured (same process, same threads).
     reloaded = Provider(ProviderOptions(cache_dir=tmp_path / "hw-reload")).model_records(pm)
@@ -125,7 +125,8 @@ def test_the_training_child_measures_and_reports_the_probes_share(tmp_path, monk
     assert runner.child_main(args) == 0
     events = [p for line in capsys.readouterr().out.splitlines() if (p := runner.Progress.from_line(line))]
     checkpoints = [e for e in events if e.event == "checkpoint"]
-    assert len(checkpoints) == 3 and all(e.probe_seconds > 0 and 0 < e.probe_share < 1 for e in checkpoints)
+    assert len(checkpoints) == 3 and all(e.probe_seconds > 0 for e in checkpoints) and checkpoints[0].probe_share is None
+    assert all(0 < e.probe_share < 1 for e in checkpoints[1:])
     assert "measured in training" in checkpoints[0].describe() and "% of the time" in events[-1].describe()
     assert events[-1].event == "done" and events[-1].probe_seconds > 0
     provider = Provider(ProviderOptions(cache_dir=tmp_path / "hw", train_missing=False))
@@ -294,3 +295,23 @@ def test_the_trainer_callback_measures_each_save_and_changes_nothing(tmp_path, m
     records = provider.model_records(pm)
     assert [e.status for e in provider.run.entries] == ["hit"] * 3
     assert records[-1].settings.ablation and records[-1].provenance["measured_in"] == MEASURED_IN
+
+
+def test_a_failing_measurement_is_reported_and_training_goes_on(tmp_path, monkeypatch):
+    """A probe must not stop the run it watches: the failure is one line, the revision is left to the
+    provider (which measures it from its checkpoint); settings the model cannot answer fail before training."""
+    recipe = tiny_organism(monkeypatch, "gptneox")
+    pm = organism_panel_model(tmp_path, "gptneox")
+    lines = []
+
+    def broken(model, settings, **kw):
+        raise RuntimeError("probe broke")
+
+    probe = MeasurePlan.from_dict(Provider(ProviderOptions(cache_dir=tmp_path / "hw")).measure_plan(pm)).probe(
+        report=lines.append, measure_fn=broken)
+    log = train(recipe, seed=0, cache_dir=tmp_path / "organisms", progress=False, probe=probe)
+    assert log.complete and sorted(probe.failures) == ["step0", "step2", "step6"]
+    assert "step0 NOT measured in training (RuntimeError: probe broke)" in lines[0]
+    bad = TrainingProbe.for_run("x", tmp_path, dataclasses.replace(TINY_PROBE, vocab_hi=100), cache_dir=tmp_path / "hw")
+    with pytest.raises(InputError, match="vocab_hi"):
+        bad.check(recipe.build_model(0))
