@@ -250,6 +250,8 @@ def test_bad_settings_are_refused_before_anything_runs(tmp_path):
         TrainingProbe.for_run("x", tmp_path, TINY_PROBE, max_share=0.1, n_examples=100)
     with pytest.raises(InputError, match="run name"):
         TrainingProbe.for_run("no spaces", tmp_path, TINY_PROBE)
+    with pytest.raises(InputError, match="SPEC's thresholds"):
+        TrainingProbe.for_run("x", tmp_path, dataclasses.replace(TINY_PROBE, induction_threshold=20.0))
     with pytest.raises(InputError, match="nothing measured"):
         TrainingProbe.for_run("x", tmp_path, TINY_PROBE).panel_text(panel_dir=tmp_path)
 
