@@ -7,13 +7,14 @@ it is saved, then judge the run from the measurement cache with no model loaded.
     headwatch judge --panel runs/trainer-example/headwatch-panel.toml
 
 The model is a 2-layer GPTNeoX (d_model 64, 4 heads) trained from random init on rows of a random
-span tiled end to end (the model organisms' data, headwatch.fixtures.organisms.data), which it
-learns to copy with an induction circuit within a few hundred steps. ``HeadwatchCallback`` saves and
+span tiled end to end (the model organisms' data, headwatch.fixtures.organisms.data). In 400 steps it
+learns to copy short spans but forms no induction head yet, and the audit says so (the induction
+claims are "not applicable", never passed: docs/training-loop.md). ``HeadwatchCallback`` saves and
 measures step 0, measures each checkpoint the Trainer saves (every 50 steps), saves and measures the
 last step (with the group ablations), prints each measurement's share of the time since the previous
 save, and writes ``<out>/headwatch-panel.toml`` naming the checkpoints, their tokens and the probe
 settings. The probe uses 500 examples, not SPEC's 2000: a quarter of the time, wider intervals
-(every record's settings and intervals say so). Takes about two minutes on one CPU core.
+(every record's settings and intervals say so).
 """
 from __future__ import annotations
 
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         seed=0, dataloader_num_workers=0, disable_tqdm=True)
     callback = HeadwatchCallback(
         "trainer-example", PROBE, cache_dir=args.cache_dir, tokens_per_step=DATA.batch_size * DATA.seq_len,
-        expect={"dclm": False, "formation": {"min_induction_heads_final": 3, "none_at_first": True}})
+        expect={"dclm": False})
     t0 = time.perf_counter()
     Trainer(model=model, args=training, train_dataset=TiledSpans(args.steps * DATA.batch_size),
             callbacks=[callback]).train()
