@@ -281,3 +281,11 @@ def test_a_shortened_recipe_is_the_longer_ones_first_steps(tmp_path):
     assert weights(tmp_path / "longer", "step6") == weights(tmp_path / "long", "step6")
     for name, org in ORGANISMS.items():
         assert org.recipe.optim.cosine_steps, name  # explicit: shortening a recipe keeps its schedule
+
+
+def test_one_more_child_than_cores_when_jobs_wait():
+    """Three organisms on two cores train at once (the cores stay busy to the end); never more than the jobs."""
+    assert runner.default_parallel(1, 3, 2) == 3
+    assert runner.default_parallel(1, 10, 2) == 3
+    assert runner.default_parallel(1, 2, 2) == 2 and runner.default_parallel(1, 1, 2) == 1
+    assert runner.default_parallel(2, 3, None) >= 1
