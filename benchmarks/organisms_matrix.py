@@ -27,7 +27,8 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from headwatch.fixtures.organisms import FAMILIES, ORGANISMS, numerics, panel_model  # noqa: E402
+from headwatch.fixtures.organisms import FAMILIES, ORGANISMS, numerics  # noqa: E402
+from headwatch.fixtures.panels import organism_panel_model  # noqa: E402
 from headwatch.fixtures.organisms.runner import TrainingJob, train_in_subprocesses  # noqa: E402
 from headwatch.fixtures.organisms.train import missing_revisions, read_checkpoint_meta, repo_id  # noqa: E402
 from headwatch.fixtures.provider import Provider, ProviderOptions  # noqa: E402
@@ -58,7 +59,7 @@ def probe_cell(family: str, seed: int, cache: Path, measurements: Path) -> dict:
     rows = []
     revisions = org.revisions()
     provider = Provider(ProviderOptions(cache_dir=measurements, progress=False))
-    for rec in provider.model_records(panel_model(family, seed, cache)):
+    for rec in provider.model_records(organism_panel_model(family, seed, cache)):
         rev = rec.revision
         final = rev == revisions[-1]
         table = rec.all_head_selectivity
@@ -130,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     measurements = out / "measurements"
     jobs = [TrainingJob(f, s, out / "cache" / path, environ=numerics.path_environ(path),
                         measure=Provider(ProviderOptions(cache_dir=measurements)).measure_plan(
-                            panel_model(f, s, out / "cache" / path)))
+                            organism_panel_model(f, s, out / "cache" / path)))
             for f, s, path in todo if missing_revisions(ORGANISMS[f].recipe, s, out / "cache" / path)]
     t0 = time.perf_counter()
     if jobs:

@@ -25,7 +25,8 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from headwatch.fixtures.hubcache import repo_folder
-from headwatch.fixtures.organisms import FAMILIES, ORGANISMS, TRAIN_THREADS, ensure_trained, panel_model
+from headwatch.fixtures.organisms import FAMILIES, ORGANISMS, TRAIN_THREADS, ensure_trained
+from headwatch.fixtures.panels import organism_panel_model
 from headwatch.fixtures.organisms.train import TrainLog, state_folder
 from headwatch.fixtures.provider import Provider, ProviderOptions
 
@@ -44,7 +45,7 @@ def probe_trajectory(provider: Provider, family: str, seed: int, cache_dir: Path
 
     org = ORGANISMS[family]
     rows = []
-    for rec in provider.model_records(panel_model(family, seed, cache_dir)):
+    for rec in provider.model_records(organism_panel_model(family, seed, cache_dir)):
         rev = rec.revision
         final = rev == org.revisions()[-1]
         settings = rec.settings
@@ -125,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     for family in families:
         before = load_average()
         t0 = time.perf_counter()
-        plan = provider.measure_plan(panel_model(family, args.seed, cache_dir)) if args.probe else None
+        plan = provider.measure_plan(organism_panel_model(family, args.seed, cache_dir)) if args.probe else None
         repo = ensure_trained(family, args.seed, cache_dir, measure=plan)
         wall = time.perf_counter() - t0
         log = TrainLog.load(state_folder(cache_dir, family, args.seed) / "log.json")

@@ -15,13 +15,13 @@ import numpy as np
 import pytest
 import torch
 
-from headwatch.fixtures import loading
+from headwatch.fixtures import loading, training_child
 from headwatch.fixtures.hubcache import cached_revisions, repo_folder
 from headwatch.fixtures.organisms import ORGANISMS, DataSpec, runner
 from headwatch.fixtures.organisms.train import train
 from headwatch.fixtures.panels import load_panel, parse_panel
 from headwatch.fixtures.provider import Provider, ProviderOptions, measurement_key
-from headwatch.fixtures.trainloop import MEASURED_IN, MeasurePlan, TrainingProbe, training_untouched
+from headwatch.fixtures.trainloop import MEASURED_IN, MeasurePlan, TrainingProbe, planned_probe, training_untouched
 from headwatch.probes.record import ProbeSettings
 from headwatch.validation import InputError
 
@@ -69,7 +69,7 @@ def test_organism_records_written_in_training_are_the_providers(family, tmp_path
     pm = organism_panel_model(tmp_path, family)
     options = ProviderOptions(cache_dir=tmp_path / "hw")
     lines = []
-    probe = MeasurePlan.from_dict(Provider(options).measure_plan(pm)).probe(report=lines.append)
+    probe = planned_probe(MeasurePlan.from_dict(Provider(options).measure_plan(pm)), report=lines.append)
     log = train(recipe, seed=0, cache_dir=tmp_path / "organisms", progress=False, probe=probe)
     assert log.probe_seconds > 0 and sorted(probe.measured) == ["step0", "step2", "step6"]
     assert len(lines) == 3 and "first measurement" in lines[0] and all("% of the" in line for line in lines[1:])
@@ -94,8 +94,8 @@ def test_organism_records_written_in_training_are_the_providers(family, tmp_path
 def test_organism_training_is_bit_identical_with_the_probe(tmp_path, monkeypatch):
     recipe = tiny_organism(monkeypatch, "gptneox")  # head dropout: its own generator, hooks in train mode only
     pm = organism_panel_model(tmp_path, "gptneox")
-    probe = MeasurePlan.from_dict(Provider(ProviderOptions(cache_dir=tmp_path / "hw")).measure_plan(pm)).probe(
-        report=lambda line: None)
+    probe = planned_probe(MeasurePlan.from_dict(Provider(ProviderOptions(cache_dir=tmp_path / "hw")).measure_plan(pm)),
+                          report=lambda line: None)
     train(recipe, seed=0, cache_dir=tmp_path / "with", progress=False, probe=probe)
     train(recipe, seed=0, cache_dir=tmp_path / "without", progress=False)
     repo = "headwatch-organisms/gptneox-seed0"
@@ -108,7 +108,7 @@ def test_a_plan_measures_only_the_revisions_its_panel_judges(tmp_path, monkeypat
     pm = organism_panel_model(tmp_path, "olmo").with_revisions(["step0", "step2"])
     plan = MeasurePlan.from_dict(json.loads(json.dumps(Provider(ProviderOptions(cache_dir=tmp_path / "hw")).measure_plan(pm))))
     assert plan.settings["step2"].ablation and not plan.settings["step0"].ablation
-    probe = plan.probe(report=lambda line: None)
+    probe = planned_probe(plan, report=lambda line: None)
     train(recipe, seed=0, cache_dir=tmp_path / "organisms", progress=False, probe=probe)
     assert sorted(probe.measured) == ["step0", "step2"]
     commit = cached_revisions(tmp_path / "organisms", "headwatch-organisms/olmo-seed0")["step2"]
@@ -122,7 +122,7 @@ def test_the_training_child_measures_and_reports_the_probes_share(tmp_path, monk
     plan = Provider(ProviderOptions(cache_dir=tmp_path / "hw")).measure_plan(pm)
     args = ["--family", "olmoe", "--seed", "0", "--cache-dir", str(tmp_path / "organisms"),
             "--measure-plan", json.dumps(plan)]
-    assert runner.child_main(args) == 0
+    assert training_child.main(args) == 0
     events = [p for line in capsys.readouterr().out.splitlines() if (p := runner.Progress.from_line(line))]
     checkpoints = [e for e in events if e.event == "checkpoint"]
     assert len(checkpoints) == 3 and all(e.probe_seconds > 0 for e in checkpoints) and checkpoints[0].probe_share is None
@@ -309,8 +309,8 @@ def test_a_failing_measurement_is_reported_and_training_goes_on(tmp_path, monkey
     def broken(model, settings, **kw):
         raise RuntimeError("probe broke")
 
-    probe = MeasurePlan.from_dict(Provider(ProviderOptions(cache_dir=tmp_path / "hw")).measure_plan(pm)).probe(
-        report=lines.append, measure_fn=broken)
+    probe = planned_probe(MeasurePlan.from_dict(Provider(ProviderOptions(cache_dir=tmp_path / "hw")).measure_plan(pm)),
+                          report=lines.append, measure_fn=broken)
     log = train(recipe, seed=0, cache_dir=tmp_path / "organisms", progress=False, probe=probe)
     assert log.complete and sorted(probe.failures) == ["step0", "step2", "step6"]
     assert "step0 NOT measured in training (RuntimeError: probe broke)" in lines[0]
