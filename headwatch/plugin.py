@@ -356,12 +356,15 @@ def _pretrain(config: pytest.Config, model_ids: set[str]) -> None:
     def where(m) -> Path:
         return Path(m.organism.cache_dir).expanduser() if m.organism.cache_dir else s.options.organism_cache_dir()
 
-    jobs = missing_jobs([(m.organism.family, m.organism.seed, where(m)) for m in wanted_models])
+    # Each child measures its checkpoints as it saves them, into this session's cache.
+    jobs = missing_jobs([(m.organism.family, m.organism.seed, where(m)) for m in wanted_models],
+                        measure={(m.organism.family, m.organism.seed, where(m)): s.provider.measure_plan(m)
+                                 for m in reversed(wanted_models)})
     if not jobs:
         return
     tr = config.pluginmanager.get_plugin("terminalreporter")
     workers = int(getattr(config.option, "numprocesses", 0) or 0)
-    parallel = default_parallel(TRAIN_THREADS, len(jobs)) if not workers else max(1, min(workers, len(jobs)))
+    parallel = default_parallel(TRAIN_THREADS, len(jobs), workers or None)
     say = (lambda text, **kw: tr.write_line(text, **kw)) if tr is not None else (lambda text, **kw: print(text))
     if tr is not None:
         tr.write_sep("-", "headwatch: training model organisms")

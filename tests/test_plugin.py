@@ -88,7 +88,7 @@ def fake_training(monkeypatch, tmp_path):
     """Organisms that are 'missing', and a runner that reports two checkpoints each instead of training."""
     calls = []
     monkeypatch.setattr(organisms, "missing_jobs",
-                        lambda triples: [runner.TrainingJob(f, s, tmp_path) for f, s, _ in triples if f != "olmo"])
+                        lambda triples, **kw: [runner.TrainingJob(f, s, tmp_path) for f, s, _ in triples if f != "olmo"])
 
     def fake(jobs, *, threads, parallel, report):
         calls.append(([j.name for j in jobs], threads, parallel))
