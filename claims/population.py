@@ -157,6 +157,14 @@ def member_of(member_id: str, records: Sequence[MeasurementRecord], expect: Expe
     return Member(member_id, role, seed, verdicts, member_quantities(records, total_tokens, spec), len(records))
 
 
+def member_from_verdicts(model: PanelModel, records: Sequence[MeasurementRecord], verdicts: Mapping[str, Verdict],
+                         spec: Thresholds = SPEC) -> Member:
+    """A member from verdicts the judge already gave (the report's), its quantities read from ``records``."""
+    return Member(model.id, model.member.role if model.member else "reference",
+                  model.member.seed if model.member else None, dict(verdicts),
+                  member_quantities(records, model.total_tokens, spec), len(records))
+
+
 def judge_member(model: PanelModel, records: Sequence[MeasurementRecord], spec: Thresholds = SPEC) -> Member:
     """:func:`member_of` for a panel model (its id, role, seed, expectations and training tokens)."""
     return member_of(model.id, records, model.expect, role=model.member.role if model.member else "reference",
@@ -286,7 +294,7 @@ def judge_claim_over(claim: str, members: Sequence[Member], population: str = ""
     else:
         status = Status.CONSISTENT_NOT_ESTABLISHED
         need = _members_needed(bar, spec.interval_level)
-        verdict = (f"consistent, not established: the lower bound {lo:.3g} < {bar:g}"
+        verdict = (f"not established: the lower bound {lo:.3g} < {bar:g}"
                    + (f" ({n} members cannot establish it even if all hold: {need} would)" if k == n else ""))
     message = "; ".join(parts) + f"; {verdict}{tail}"
     key = f"{k}/{n} [{lo:.2f}, {hi:.2f}]"
@@ -570,5 +578,5 @@ def population_table(report: PopulationReport) -> str:
 
 
 __all__ = ["QUANTITIES", "GridValue", "Member", "PopulationClaim", "Spread", "Placement", "LeaveOneOut",
-           "PopulationReport", "member_quantities", "member_of", "judge_member", "judge_claim_over", "spread",
+           "PopulationReport", "member_quantities", "member_of", "member_from_verdicts", "judge_member", "judge_claim_over", "spread",
            "place", "leave_one_out", "judge_population", "population_report", "population_table"]
