@@ -38,7 +38,7 @@ import sys
 import time
 from pathlib import Path
 
-from headwatch.fixtures.realconfigs import REAL_MODELS, real_config
+from headwatch.fixtures.realconfigs import PAPER_MODELS, REAL_MODELS, real_config
 from headwatch.names import did_you_mean, split_list
 from headwatch.paths import default_cache_dir
 
@@ -214,7 +214,8 @@ def table(rows: list[dict]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default=",".join(MODELS), help=f"comma list of {', '.join(MODELS)}")
+    parser.add_argument("--models", default=",".join(PAPER_MODELS),
+                        help=f"comma list of {', '.join(MODELS)} (default: the paper's three)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     parser.add_argument("--n-examples", type=int, default=8)
     parser.add_argument("--seq-len", type=int, default=256)

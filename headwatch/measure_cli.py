@@ -59,6 +59,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-ablation", action="store_true", help="skip the three group-ablation passes")
     p.add_argument("--trust-remote-code", action="store_true",
                    help="run the repo's own modelling code (only for repos you trust)")
+    p.add_argument("--allow-pickle", action="store_true",
+                   help="read a revision whose only weights are a pickle (pytorch_model.bin) through "
+                        "torch.load(weights_only=True), which rebuilds tensors and refuses anything else; "
+                        "safetensors are still read wherever the revision has them")
 
 
 def settings_from_args(args: argparse.Namespace) -> ProbeSettings:
@@ -88,15 +92,16 @@ def resolve(args: argparse.Namespace) -> loading.ResolvedRevision:
         if (folder / "config.json").is_file():
             if args.revision:
                 raise loading.LoadingError(f"{folder} is a single checkpoint; drop --revision or pass its parent folder")
-            return loading.resolve_local(folder.parent, folder.name)
+            return loading.resolve_local(folder.parent, folder.name, allow_pickle=args.allow_pickle)
         if not args.revision:
             raise loading.LoadingError(f"{folder} has no config.json; pass --revision to pick {folder}/<revision>/")
-        return loading.resolve_local(folder, args.revision)
+        return loading.resolve_local(folder, args.revision, allow_pickle=args.allow_pickle)
     if _looks_like_a_path(model):
         raise InputError(f"--model: no folder {folder} (from {Path.cwd()}), and {model!r} is not a Hub repo id "
                          "(org/name); give an existing checkpoint folder or a repo id")
     try:
-        return loading.resolve_revision(model, args.revision or "main", cache_dir=args.cache_dir)
+        return loading.resolve_revision(model, args.revision or "main", cache_dir=args.cache_dir,
+                                        allow_pickle=args.allow_pickle)
     except loading.LoadingError as e:
         raise type(e)(f"{e} (and there is no local folder {model!r} in {Path.cwd()})") from None
 
@@ -122,7 +127,8 @@ def run(args: argparse.Namespace) -> int:
     record = measure(checkpoint.model, settings, model_name=model_name, revision=resolved.revision,
                      tokens_seen=args.tokens_seen)
     record.provenance.update(weights_hash=checkpoint.weights_hash, identity=resolved.identity,
-                             commit=resolved.commit, load_seconds=round(checkpoint.load_seconds, 3))
+                             commit=resolved.commit, load_seconds=round(checkpoint.load_seconds, 3),
+                             **resolved.weights_provenance())
     if checkpoint.plan is not None:
         record.provenance.update(checkpoint.plan.provenance())
     if out is None:

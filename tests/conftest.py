@@ -5,6 +5,7 @@
   the paper's models).
 - ``measure_step0``: a saved miniature measured the way the suite measures any local checkpoint,
   used by ``test_miniatures.py`` and ``test_memory.py``.
+- ``tiny_probe``: the ``[models.probe]`` table of a panel over the tiny models.
 """
 from __future__ import annotations
 
@@ -100,6 +101,23 @@ def capture_parity(model, tokens: torch.Tensor) -> CaptureParity:
 def capture_parity_fixture():
     """:func:`capture_parity` (a test file cannot import this conftest under importlib mode)."""
     return capture_parity
+
+
+#: Probe settings for the tiny models (a vocabulary of 300): 8 examples of 64 tokens.
+TINY_PROBE = """
+[models.probe]
+n_examples = 8
+seq_len = 64
+vocab_lo = 16
+vocab_hi = 300
+n_pr = 8
+"""
+
+
+@pytest.fixture(name="tiny_probe")
+def tiny_probe_fixture() -> str:
+    """:data:`TINY_PROBE`, the ``[models.probe]`` table of a panel over tiny models."""
+    return TINY_PROBE
 
 
 #: Probe settings for the miniatures: the paper's token range (ids 100-9999, which the real

@@ -69,12 +69,13 @@ def test_bad_configs_are_refused_before_the_weights(tmp_path, kind, monkeypatch,
 
 
 def test_an_architecture_without_a_row_is_refused_before_the_weights(tmp_path, monkeypatch, headwatch_cli):
-    from transformers import GPT2Config, GPT2LMHeadModel
+    from transformers import OPTConfig, OPTForCausalLM
 
-    GPT2LMHeadModel(GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=300)).save_pretrained(tmp_path / "gpt2")
+    OPTForCausalLM(OPTConfig(num_hidden_layers=1, num_attention_heads=2, hidden_size=16, ffn_dim=32,
+                             word_embed_proj_dim=16, vocab_size=300)).save_pretrained(tmp_path / "opt")
     monkeypatch.setattr(loading, "load_checkpoint", _must_not_load)
-    r = headwatch_cli("measure", "--model", tmp_path / "gpt2", "--out", tmp_path / "o.json", *SMALL)
-    assert r.code == 2 and "'gpt2'" in r.err and "architecture" in r.err, r.err
+    r = headwatch_cli("measure", "--model", tmp_path / "opt", "--out", tmp_path / "o.json", *SMALL)
+    assert r.code == 2 and "'opt'" in r.err and "architecture" in r.err, r.err
 
 
 #: Probe settings that fit the tiny models and run in a second.

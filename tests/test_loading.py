@@ -105,7 +105,7 @@ def test_repo_not_cached_offline_says_how_to_fill(hub):
 
 
 def test_revision_without_safetensors_is_refused(hub):
-    with pytest.raises(loading.NoSafetensorsError, match=r"no safetensors weights.*pytorch_model\.bin.*never unpickles"):
+    with pytest.raises(loading.NoSafetensorsError, match=r"no safetensors weights.*pytorch_model\.bin.*does not unpickle.*allow_pickle = true"):
         loading.resolve_revision("tiny-org/neox", "step-bin", cache_dir=str(hub))
 
 
@@ -204,7 +204,7 @@ def test_trust_remote_code_off_and_loader_arguments(hub, monkeypatch):
     with pytest.raises(loading.LoadingError, match="could not load tiny-org/olmo@step8"):
         loading.load_checkpoint(resolved)
     assert seen["repo"] == "tiny-org/olmo" and seen["revision"] == resolved.commit  # pinned, not the branch
-    assert seen["trust_remote_code"] is False and seen["use_safetensors"] is True
+    assert seen["trust_remote_code"] is False and seen["use_safetensors"] is True and seen["weights_only"] is True
     assert seen["attn_implementation"] == "eager" and seen["local_files_only"] is True
     assert seen["cache_dir"] == str(hub)
     assert load_panel("paper").models[0].trust_remote_code is False

@@ -100,9 +100,9 @@ _c = json.loads((V / "tied-no-head" / "config.json").read_text()); _c["tie_word_
 (V / "tied-no-head" / "config.json").write_text(json.dumps(_c))
 d = V / "pickle-only"; tiny_model("gpt_neox", seed=0).save_pretrained(d); (d / "model.safetensors").unlink(); (d / "pytorch_model.bin").write_bytes(b"\x80\x04pickle")
 d = V / "no-config"; tiny_model("gpt_neox", seed=0).save_pretrained(d); (d / "config.json").unlink()
-d = V / "gpt2"; d.mkdir()
-from transformers import GPT2Config, GPT2LMHeadModel
-GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=4, n_embd=64, vocab_size=300, n_positions=512)).save_pretrained(d)
+d = V / "opt"; d.mkdir()
+from transformers import OPTConfig, OPTForCausalLM
+OPTForCausalLM(OPTConfig(num_hidden_layers=2, num_attention_heads=4, hidden_size=64, ffn_dim=128, word_embed_proj_dim=64, vocab_size=300)).save_pretrained(d)
 print("base ready")
 '''
 
@@ -336,7 +336,7 @@ def _cases() -> list[Case]:
     w("w-config-not-json", "config-not-json", "config.json is not JSON", says=("config.json",), test="test_bad_configs_are_refused_before_the_weights")
     w("w-config-unknown-type", "config-unknown-type", "config.json names a model_type transformers does not know",
       says=("config.json", "nosuchmodel"), test="test_bad_configs_are_refused_before_the_weights")
-    w("w-gpt2", "gpt2", "a GPT-2 checkpoint (an architecture headwatch has no row for)", says=("gpt2", "architecture"),
+    w("w-opt", "opt", "an OPT checkpoint (an architecture headwatch has no row for)", says=("opt", "architecture"),
       test="test_bad_configs_are_refused_before_the_weights")
     w("w-shard-missing", "shard-missing", "a sharded checkpoint with one shard file missing", says=("model-00002-of-00002.safetensors",),
       test="test_damaged_weight_files_are_named")
