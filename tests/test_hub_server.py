@@ -490,11 +490,12 @@ def suite_repos(repo_ids: Iterable[str] | None = None, variants: int = 2) -> lis
         return make
 
     wanted = set(repo_ids) if repo_ids is not None else None
-    out = []
+    out, served = [], set()
     for suite in SUITES.values():
         for repo_id, row in suite.repos.items():
-            if wanted is not None and repo_id not in wanted:
-                continue
+            if (wanted is not None and repo_id not in wanted) or repo_id in served:
+                continue  # not asked for, or in two suites (pythia-160m: an original and a PolyPythia)
+            served.add(repo_id)
             if suite is SUITES["crfm-gpt2-small"]:
                 weights = "pickle"  # pytorch_model.bin only, as published
             elif repo_id == f"EleutherAI/{row}":
