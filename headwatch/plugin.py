@@ -327,6 +327,21 @@ def pytest_configure(config: pytest.Config) -> None:
             config.pluginmanager.register(HeadwatchReport(config, state(config)), "headwatch-html-report")
 
 
+def pytest_report_header(config: pytest.Config) -> list[str] | None:
+    """Before anything starts: what the selected Hub models cost to download and measure (an estimate
+    from their published configs, fixtures/estimate.py); nothing for panels without Hub models."""
+    if not wanted(config) or getattr(config, "workerinput", None) is not None:
+        return None
+    s = state(config)
+    hub = [m for m in s.selection if m.source == "hub"]
+    if not hub:
+        return None
+    from headwatch.fixtures.estimate import estimate_models
+
+    cost = estimate_models(hub, n_examples=s.options.n_examples)
+    return ["headwatch: " + cost.describe("at most (revisions already cached cost nothing)")]
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     names = metafunc.fixturenames
     ours = is_claim_test(metafunc.definition.path) or metafunc.definition.get_closest_marker("headwatch")
