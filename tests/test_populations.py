@@ -261,3 +261,51 @@ def test_report_shows_a_population_grid_and_one_figure_per_quantity():
     assert 'id="hw-population-p"' in html and 'data-population="p"' in html
     assert html.count('data-member="p-seed') == 6 * 6 and html.count('data-member="population"') == 6
     assert "candidate</span>" in html and "OUTLIER" in html and "holds in 5 of 5 reference members" in html
+
+
+# ---- the shipped suite panels: branch names, tokens, roles; what a run costs ----------------------------
+
+
+def test_shipped_suite_panels_name_the_published_repos_branches_and_tokens():
+    from headwatch.fixtures.realconfigs import (CRFM_GPT2_SMALL, MISTRAL_SCHEDULE, POLYPYTHIA, PYTHIA_SCHEDULE,
+                                                PYTHIA_SUITE)
+
+    poly, suite, crfm = load_panel("polypythia"), load_panel("pythia"), load_panel("crfm-gpt2")
+    assert {m.repo for m in poly.models} == set(POLYPYTHIA.repos)  # 5 sizes x 10 seeds, and the six variants
+    assert {m.repo for m in suite.models} == set(PYTHIA_SUITE.repos)
+    assert {m.repo for m in crfm.models} == set(CRFM_GPT2_SMALL.repos)
+    for panel, schedule in ((poly, PYTHIA_SCHEDULE), (suite, PYTHIA_SCHEDULE), (crfm, MISTRAL_SCHEDULE)):
+        assert panel.needs_network and panel.needs_gpu and panel.name not in default_panels()
+        for m in panel.models:
+            assert set(m.revisions) <= set(schedule.branches), m.id
+            assert m.total_tokens == max(m.tokens_seen.values())
+            assert m.tokens_seen[m.final_revision] == int(m.final_revision.rsplit("-", 1)[-1].removeprefix("step")
+                                                          ) * schedule.tokens_per_step
+            assert m.config == POLYPYTHIA.repos.get(m.repo) or m.config == PYTHIA_SUITE.repos.get(m.repo) \
+                or m.config == CRFM_GPT2_SMALL.repos.get(m.repo)
+    by = {m.id: m for m in poly.models}
+    assert by["pythia-410m-seed1234"].repo == "EleutherAI/pythia-410m" and by["pythia-410m-seed1234"].member.seed == 1234
+    assert [p.name for p in populations(poly.models)] == ["pythia-14m", "pythia-31m", "pythia-70m", "pythia-160m",
+                                                           "pythia-410m"]
+    (p160,) = [p for p in populations(poly.models) if p.name == "pythia-160m"]
+    assert len(p160.reference) == 10 and {m.name for m in p160.candidates} == {
+        f"pythia-160m-{k}-seed{s}" for k in ("data", "weight") for s in (1, 2, 3)}
+    assert all(m.allow_pickle for m in crfm.models) and not any(m.allow_pickle for m in poly.models + suite.models)
+    assert crfm.models[0].tokens_seen["checkpoint-400000"] == 400_000 * 524_288
+
+
+def test_a_run_prints_what_it_costs_from_the_published_configs():
+    from headwatch.fixtures.estimate import GPU_FLOP_PER_S, LINK_BYTES_PER_S, config_cost, estimate_models
+
+    paper = estimate_models(load_panel("paper").models)
+    assert paper.checkpoints == 30 and 205e9 < paper.download_bytes < 215e9  # docs/scale-out.md: ~210 GB
+    assert paper.by_config["olmoe-1b-7b-0924"] == (10, 6_919_161_856 * 2)  # bfloat16 as stored
+    assert config_cost("pythia-12b").checkpoint_bytes == 11_846_072_320 * 2
+    text = estimate_models(select_seeds(load_panel("polypythia").models, [1])).describe("polypythia, seed 1")
+    assert text.startswith("polypythia, seed 1: 112 Hub checkpoint(s)")  # 5 sizes + 2 variants, x 16
+    assert "assumed rates" in text
+    assert f"{LINK_BYTES_PER_S / 1e6:.0f} MB/s" in text and f"{GPU_FLOP_PER_S / 1e12:g} TFLOP/s" in text
+    unsized = estimate_models(parse('[[models]]\nname = "m"\nrepo = "o/m"\n' + REVS).models)
+    assert unsized.checkpoints == 0 and unsized.unsized == ("m",) and "without a published config" in unsized.describe()
+    with pytest.raises(PanelError, match="no published config.*did you mean 'pythia-160m'"):
+        parse('[[models]]\nname = "m"\nrepo = "o/m"\nconfig = "pythia-160"\n' + REVS)
