@@ -8,7 +8,9 @@ a folder is matched to its panel entry (repo id, short name or folder name:
 :func:`headwatch.fixtures.reference.folder_matches`), which supplies its expectations and the
 tokens seen of records that lack them; an unmatched model is judged with none (shape and DCLM
 claims then say n/a), and must carry its tokens. The verdicts are :func:`headwatch.claims.judge.judge_model`'s, the same the claim tests
-assert; ``--json`` writes each as :meth:`headwatch.claims.verdict.Verdict.to_dict`.
+assert; ``--json`` writes each as :meth:`headwatch.claims.verdict.Verdict.to_dict`. A panel's
+populations follow (claims/population.py: each claim over the reference members, k of n with its
+exact interval, and each candidate's place among them), under ``populations`` in the JSON.
 
 Nothing is trained or downloaded unless ``--train-missing`` says so: an organism that is not
 trained, or a Hub checkpoint that is not in the local Hub cache, is listed with the command that
@@ -26,7 +28,7 @@ from typing import Any
 
 from headwatch.files import check_output_file, write_json_atomic
 from headwatch.fixtures.loading import NotInCache
-from headwatch.fixtures.panels import available_panels, load_panel
+from headwatch.fixtures.panels import available_panels, load_panel, populations
 from headwatch.fixtures.provider import OrganismNotTrained, Provider, ProviderOptions
 from headwatch.fixtures.reference import fill_tokens, folder_matches, load_record_folders
 from headwatch.names import model_matches, split_list
@@ -110,9 +112,28 @@ def _records(args: argparse.Namespace) -> tuple[list[tuple[str, list[Any], Any]]
     return out, missing
 
 
+def _populations(judged: dict[str, tuple[Any, list[Any], dict[str, Any]]], result: dict[str, Any], out: Any) -> int:
+    """Print each population among the judged models (claims over its reference members, candidates'
+    places: claims/population.py) and add it to ``result``; the number of candidates that are outliers."""
+    # Deferred like the judge: the population module imports it (and through it torch).
+    from .population import member_from_verdicts, population_report, population_table
+
+    outliers = 0
+    for pop in populations(e for e, _, _ in judged.values()):
+        members = [member_from_verdicts(m, judged[m.id][1], judged[m.id][2]) for m in pop.members]
+        if not any(m.role != "candidate" for m in members):
+            continue
+        report = population_report(pop.id, members)
+        print(population_table(report), file=out)
+        result.setdefault("populations", {})[pop.id] = report.to_dict()
+        outliers += sum(p.outlier for places in report.placements.values() for p in places.values())
+    return outliers
+
+
 def run(args: argparse.Namespace) -> int:
-    """Print every model's verdicts; 1 if a claim fails that the panel did not declare (or a declared
-    deviation did not occur, or does not match what was measured; or an organism did not form);
+    """Print every model's verdicts, then each population's; 1 if a claim fails that the panel did not
+    declare (or a declared deviation did not occur, or does not match what was measured; or an organism
+    did not form; or a population's candidate is an outlier among its reference members);
     2 on bad input or when something to judge is missing (listed with the command that fills it)."""
     # Deferred: the judge imports torch (through the probes' head sets); `headwatch judge --help` need not.
     from .judge import judge_model, status_word, surprises
@@ -126,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
 
     result: dict[str, Any] = {"models": {}}
     unexpected = 0
+    judged: dict[str, tuple[Any, list[Any], dict[str, Any]]] = {}  # model id -> (entry, records, verdicts)
     for repo, records, entry in models:
         if not records:
             raise InputError(f"no measurement records for {repo}")
@@ -137,6 +159,9 @@ def run(args: argparse.Namespace) -> int:
         for claim, v in verdicts.items():  # formation first where declared, then CLAIMS in order
             print(f"  {claim:<9} {status_word(v):<27} {v.key:<34} {v.message}", file=out)
         unexpected += surprises(verdicts)
+        if entry is not None:
+            judged[entry.id] = (entry, records, verdicts)
+    unexpected += _populations(judged, result, out)
     if missing:
         result["missing"] = missing
     if to_stdout:

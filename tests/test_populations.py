@@ -309,3 +309,34 @@ def test_a_run_prints_what_it_costs_from_the_published_configs():
     assert unsized.checkpoints == 0 and unsized.unsized == ("m",) and "without a published config" in unsized.describe()
     with pytest.raises(PanelError, match="no published config.*did you mean 'pythia-160m'"):
         parse('[[models]]\nname = "m"\nrepo = "o/m"\nconfig = "pythia-160"\n' + REVS)
+
+
+def test_headwatch_judge_prints_the_population_and_exits_1_for_an_outlier(tmp_path, capsys):
+    """``headwatch judge`` on records of a population (a --reference-dir folder): each claim over the
+    reference members, the candidate's place; an outlier candidate is news (exit 1), a sibling is not."""
+    import json
+
+    from headwatch.cli import main
+    from headwatch.fixtures.reference import model_slug
+
+    def run(candidate_onset: int) -> tuple[int, dict, str]:
+        folder = tmp_path / f"records-{candidate_onset}"
+        for seed, onset in enumerate(SIBLING_ONSETS + (candidate_onset,)):
+            for r in member_records(onset, model=f"o/p-seed{seed}"):
+                r.to_json(folder / model_slug(f"o/p-seed{seed}") / f"{r.revision}.json")
+        panel = tmp_path / "p.toml"
+        panel.write_text('[[models]]\nname = "p"\nrepo = "o/p-seed{seed}"\nseeds = [0, 1, 2, 3, 4, 5]\ncandidates = [5]\n'
+                         'revisions = ["step0", "step1", "step2", "step3", "step4", "step5", "step6"]\n'
+                         'tokens = { table = { step0 = 1e8, step1 = 1e9, step2 = 3e9, step3 = 1e10, step4 = 2e10, '
+                         'step5 = 1e11, step6 = 1e12 } }\n[models.expect]\nbos_shape = "ramp"\ndclm = true\n')
+        out = tmp_path / f"v{candidate_onset}.json"
+        code = main(["judge", "--panel", str(panel), "--reference-dir", str(folder), "--json", str(out)])
+        return code, json.loads(out.read_text()), capsys.readouterr().out
+
+    code, data, printed = run(5)
+    assert code == 1 and "population p: 5 reference member(s), 1 candidate(s)" in printed
+    assert "candidate p-seed5 t_induction: fails: outlier" in printed
+    assert data["populations"]["p"]["claims"]["F1"]["k"] == 5
+    assert data["populations"]["p"]["placements"]["p-seed5"]["t_induction"]["outlier"] is True
+    code, data, printed = run(2)
+    assert code == 0 and "candidate p-seed5 t_induction: holds: within its siblings" in printed
