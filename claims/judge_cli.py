@@ -28,13 +28,13 @@ from typing import Any
 
 from headwatch.files import check_output_file, write_json_atomic
 from headwatch.fixtures.loading import NotInCache
-from headwatch.fixtures.panels import available_panels, load_panel, populations
+from headwatch.fixtures.panels import available_panels, load_panel, populations, select_seeds
 from headwatch.fixtures.provider import OrganismNotTrained, Provider, ProviderOptions
 from headwatch.fixtures.reference import fill_tokens, folder_matches, load_record_folders
 from headwatch.names import model_matches, split_list
 from headwatch.paths import default_cache_dir
 from headwatch.spec import Expectations
-from headwatch.validation import InputError
+from headwatch.validation import InputError, argtype, seed_list
 
 log = logging.getLogger("headwatch.judge")
 
@@ -52,6 +52,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--models", nargs="+", default=None, metavar="M",
                         help="only these models (short names or repo ids; comma lists too); others are not "
                              "measured (default: every model of the panel)")
+    parser.add_argument("--seeds", default=None, metavar="SEEDS", type=argtype(seed_list, "--seeds"),
+                        help="only the population members with these seeds, e.g. 1-3,1234 (docs/populations.md; default: every member)")
     parser.add_argument("--cache-dir", default=None, metavar="DIR",
                         help="headwatch cache for models that are measured, not published (default: "
                              "$HEADWATCH_CACHE_DIR, else .cache/headwatch in a checkout, else ~/.cache/headwatch)")
@@ -71,6 +73,8 @@ def fill_command(args: argparse.Namespace) -> str:
             words += [flag, value]
     if args.models:
         words += ["--models", *args.models]
+    if args.seeds:
+        words += ["--seeds", ",".join(map(str, args.seeds))]
     return shlex.join([*words, "--train-missing"])
 
 
@@ -87,11 +91,12 @@ def _records(args: argparse.Namespace) -> tuple[list[tuple[str, list[Any], Any]]
             raise InputError(f"--reference-dir {args.reference_dir} is not a folder")
         names = [args.panel] if args.panel else [DEFAULT_PANEL] + [p for p in available_panels() if p != DEFAULT_PANEL]
         entries = [m for name in names for m in load_panel(name).models]
+        picked = select_seeds(entries, args.seeds)
         out = []
         for folder in load_record_folders(args.reference_dir):
             entry = next((m for m in entries if folder_matches(folder, m)), None)
             repo = entry.repo if entry is not None else folder.model
-            if not is_wanted(repo, entry):
+            if not is_wanted(repo, entry) or (args.seeds is not None and entry not in picked):
                 continue
             if entry is None:
                 log.warning("note: %s is in no panel; judged without expectations", folder.model)
@@ -102,7 +107,7 @@ def _records(args: argparse.Namespace) -> tuple[list[tuple[str, list[Any], Any]]
     provider = Provider(ProviderOptions(cache_dir=cache_dir, train_missing=args.train_missing,
                                         offline=None if args.train_missing else True))
     out, missing = [], []
-    for m in load_panel(args.panel or DEFAULT_PANEL).models:
+    for m in select_seeds(load_panel(args.panel or DEFAULT_PANEL).models, args.seeds):
         if not is_wanted(m.repo, m):
             continue
         try:

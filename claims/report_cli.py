@@ -30,11 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from headwatch.files import check_output_dir, write_atomic, write_json_atomic
-from headwatch.fixtures.panels import load_panel
+from headwatch.fixtures.panels import load_panel, select_seeds
 from headwatch.fixtures.provider import Provider, ProviderOptions
 from headwatch.names import split_list
 from headwatch.paths import default_cache_dir
-from headwatch.validation import InputError, argtype
+from headwatch.validation import InputError, argtype, seed_list
 
 log = logging.getLogger("headwatch.report")
 
@@ -47,6 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, metavar="DIR", help="folder for the figures, CSV and JSON")
     parser.add_argument("--models", nargs="+", default=None, metavar="M",
                         help="only these models (short names or repo ids; default: every model of the panels)")
+    parser.add_argument("--seeds", default=None, metavar="SEEDS", type=argtype(seed_list, "--seeds"),
+                        help="only the population members with these seeds, e.g. 1-3,1234 (docs/populations.md; default: every member)")
     parser.add_argument("--cache-dir", default=None, metavar="DIR",
                         help="headwatch cache to read (default: $HEADWATCH_CACHE_DIR, else .cache/headwatch in a "
                              "checkout, else ~/.cache/headwatch)")
@@ -69,7 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _models(args: argparse.Namespace) -> list[Any]:
     models = [m for n in split_list(args.panel or [DEFAULT_PANEL]) for m in load_panel(n).models]
     wanted = split_list(args.models)
-    return [m for m in models if any(m.matches(w) for w in wanted)] if wanted else models
+    return select_seeds([m for m in models if any(m.matches(w) for w in wanted)] if wanted else models, args.seeds)
 
 
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
@@ -87,6 +89,8 @@ def fill_command(args: argparse.Namespace) -> str:
         words += ["--panel", p]
     if args.models:
         words += ["--models", *args.models]
+    if args.seeds:
+        words += ["--seeds", ",".join(map(str, args.seeds))]
     for flag, value in (("--cache-dir", args.cache_dir), ("--n-examples", args.n_examples), ("--dtype", args.dtype)):
         if value is not None:
             words += [flag, str(value)]

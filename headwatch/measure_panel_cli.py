@@ -37,6 +37,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="only these models (short names or repo ids; comma lists too); default: every model")
     p.add_argument("--revisions", nargs="+", default=None, metavar="R",
                    help="only these revisions (branch names); default: every revision of the selected models")
+    p.add_argument("--seeds", default=None, metavar="SEEDS", type=argtype(validation.seed_list, "--seeds"),
+                   help="only the population members with these seeds, e.g. 1-3,1234 (docs/populations.md; default: every member)")
     p.add_argument("--executor", choices=EXECUTORS, default="local",
                    help="local: a process pool here; ray: a Ray cluster (--address, else a local one); slurm: one "
                         "Slurm array job through submitit; submitit-local: the Slurm jobs run here by submitit's "
@@ -125,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
     from headwatch.fixtures.executors import ExecutorError
     from headwatch.fixtures.fanout import plan_panel
     from headwatch.fixtures.organisms.runner import TrainingError
-    from headwatch.fixtures.panels import PanelError, load_panel, select
+    from headwatch.fixtures.panels import Panel, PanelError, load_panel, select, select_seeds
     from headwatch.fixtures.provider import Provider, ProviderOptions
     from headwatch.names import did_you_mean, split_list
     from headwatch.paths import default_cache_dir
@@ -146,8 +148,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         ensure_writable(options.measurement_dir)
         panels = [load_panel(n) for n in split_list(args.panel)]
-        models = select(panels, models=split_list(args.models) or None,
-                        list_branches=Provider(options).list_revisions)
+        chosen = select_seeds(select(panels, models=split_list(args.models) or None), args.seeds)
+        models = select([Panel("selection", Path("."), tuple(chosen))], list_branches=Provider(options).list_revisions)
     except (PanelError, CacheError, loading.LoadingError) as e:
         return _fail(str(e))
     revisions = split_list(args.revisions)

@@ -87,7 +87,7 @@ class HeadwatchSession:
 
 _OPTION_DEFAULTS = {
     "panel": [], "models": [], "revisions": [], "device": "auto", "dtype": None, "hw_cache_dir": None,
-    "n_examples": None, "refresh": False, "reference_dir": None, "no_train": False,
+    "n_examples": None, "refresh": False, "reference_dir": None, "no_train": False, "seeds": None,
 }
 
 
@@ -102,6 +102,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="only these models (short names or repo ids; comma list)")
     g.addoption("--revisions", action="append", default=[], metavar="REVS",
                 help="only these revisions (branch names; comma list)")
+    g.addoption("--seeds", default=None, metavar="SEEDS", type=validation.argtype(validation.seed_list, "--seeds"),
+                help="only the population members with these seeds, e.g. 1-3,1234 (every population entry's; "
+                     "docs/populations.md). Default: every member")
     g.addoption("--device", default="auto", type=validation.argtype(validation.device, "--device"),
                 help="cpu, cuda, cuda:N, mps or auto (xdist worker gwN takes cuda:N mod GPU count). Default auto.")
     g.addoption("--dtype", default=None, choices=["float32", "float16", "bfloat16"],
@@ -244,6 +247,7 @@ def _setup(config: pytest.Config) -> HeadwatchSession:
     try:
         loaded = [panels_mod.load_panel(n) for n in names]
         selection = panels_mod.select(loaded, models=split_list(config.getoption("models")) or None)
+        selection = panels_mod.select_seeds(selection, config.getoption("seeds"))
     except panels_mod.PanelError as e:
         raise pytest.UsageError(str(e)) from None
     if any(m.needs_model for m in selection):

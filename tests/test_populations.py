@@ -340,3 +340,27 @@ def test_headwatch_judge_prints_the_population_and_exits_1_for_an_outlier(tmp_pa
     assert data["populations"]["p"]["placements"]["p-seed5"]["t_induction"]["outlier"] is True
     code, data, printed = run(2)
     assert code == 0 and "candidate p-seed5 t_induction: holds: within its siblings" in printed
+    # --seeds 0-4: the candidate (seed 5) is not selected; the population is judged without it
+    folder, panel = tmp_path / "records-5", tmp_path / "p.toml"
+    assert main(["judge", "--panel", str(panel), "--reference-dir", str(folder), "--seeds", "0-4"]) == 0
+    assert "population p: 5 reference member(s), 0 candidate(s)" in capsys.readouterr().out
+
+
+def test_pytest_seeds_picks_members_and_the_header_says_what_they_cost(pytester):
+    """``pytest claims --panel polypythia --models pythia-14m --seeds 1,1234 --collect-only``: the tests of
+    those members only (ids name them), the population tests once for the population, the cost first."""
+    from headwatch import plugin
+
+    ini = pytester.makeini("[pytest]\n")
+    args = [str(plugin.CLAIMS_DIR), "-c", str(ini), "--rootdir", str(pytester.path), "--collect-only",
+            "--panel", "polypythia", "--models", "pythia-14m", "-p", "no:xdist", "-p", "no:cacheprovider",
+            "-p", "no:randomly", "-p", "no:hypothesispytest"]
+    result = pytester.runpytest_inprocess(*args, "--seeds", "1,1234")
+    out = result.stdout.str()
+    assert result.ret == 0, out[-2000:]
+    assert "test_f1_no_bos_head_in_layers_0_1[pythia-14m-seed1@step1000]" in out
+    assert "pythia-14m-seed1234@step143000" in out and "pythia-14m-seed2" not in out
+    assert "test_claim_across_population[pythia-14m-F1]" in out
+    assert "headwatch: at most (revisions already cached cost nothing): 32 Hub checkpoint(s)" in out  # 2 x 16
+    bad = pytester.runpytest_inprocess(*args, "--seeds", "12")
+    assert bad.ret == 4 and "no selected population has seed(s) 12; seeds there: 1, 2, 3" in bad.stderr.str()
