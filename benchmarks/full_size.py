@@ -9,7 +9,7 @@ peak memory is its own:
 
 1. build (cached in ``--folder``, default ``.cache/full-size`` in a checkout: ``headwatch.paths``):
    a random-init checkpoint in the stored dtype (Pythia float16, OLMo float32, OLMoE bfloat16),
-   written one layer at a time (``fixtures/random_checkpoint.py``); ``--in-memory`` skips the
+   written one layer at a time (``testing/headwatch_testing/random_checkpoint.py``); ``--in-memory`` skips the
    checkpoint and builds the float32 model on the device instead (no load, no hash: for a GPU
    lease short of time);
 2. load through ``headwatch.fixtures.loading.load_checkpoint``: memory plan (OLMoE in less than
@@ -113,7 +113,8 @@ def count_flops(model, settings) -> float:
 
 
 def child_build(name: str, folder: Path) -> dict:
-    from headwatch.fixtures.random_checkpoint import write_random_checkpoint
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "testing"))  # the test harness: not installed
+    from headwatch_testing.random_checkpoint import write_random_checkpoint
 
     info = write_random_checkpoint(real_config(name), folder, seed=0,
                                    progress=lambda msg: print(f"  {name}: {msg}", file=sys.stderr, flush=True))

@@ -10,10 +10,10 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from headwatch.fixtures import memory
-from headwatch.fixtures.random_checkpoint import write_random_checkpoint
 from headwatch.fixtures.realconfigs import REAL_MODELS, real_config
 from headwatch.fixtures.tiny import DISTINCT_MINIATURES, miniature_config
 from headwatch.probes.architectures import ARCHITECTURES, parameter_counts
+from headwatch_testing.random_checkpoint import write_random_checkpoint
 
 
 def meta_model(name: str):
@@ -59,6 +59,7 @@ def test_parameter_counts_of_the_suites_published_configs(name, non_embedding):
         assert counts.embedding == 2 * real_config(name).vocab_size * real_config(name).hidden_size
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", DISTINCT_MINIATURES)
 def test_random_checkpoint_is_written_layer_by_layer_in_the_stored_dtype(name, tmp_path):
     config = miniature_config(name)
@@ -79,6 +80,7 @@ def test_random_checkpoint_is_written_layer_by_layer_in_the_stored_dtype(name, t
         write_random_checkpoint(config, tmp_path / "ck")
 
 
+@pytest.mark.slow
 def test_flop_count_of_the_benchmark_meets_the_floor_on_each_miniature():
     """The benchmark's FLOP counter sees every matmul, the experts' grouped_mm included."""
     import importlib.util

@@ -60,6 +60,10 @@ from headwatch.fixtures.panels import PanelModel, load_panel
 from headwatch.fixtures.provider import Provider, ProviderOptions
 from headwatch.fixtures.realconfigs import MISTRAL_SCHEDULE, PYTHIA_SCHEDULE, SUITES
 
+# Starts a two-origin HTTP server and, in places, child processes: the network path is slow as a whole.
+pytestmark = pytest.mark.slow
+
+
 # ---- the server ------------------------------------------------------------------------------------
 
 
@@ -468,7 +472,8 @@ def session(tmp_path: Path, **kw) -> Provider:
 def _suite_files(row: str, variant: int, weights: str) -> dict[str, bytes]:
     """Files of one weight set of REAL_MODELS row ``row``: pythia-14m at full size, others miniatures,
     in the dtype the published checkpoints are stored in."""
-    from headwatch.fixtures.tiny import MINIATURE_SIZES, checkpoint_files, full_size_model, miniature_model
+    from headwatch.fixtures.tiny import MINIATURE_SIZES, full_size_model, miniature_model
+    from headwatch_testing.tinypanel import checkpoint_files
 
     build = miniature_model if row in MINIATURE_SIZES else full_size_model
     return checkpoint_files(build(row, seed=1000 + variant, dtype="stored"), weights)
@@ -567,7 +572,7 @@ def test_suite_repos_serve_the_real_branch_names_and_a_checkpoint_of_each_measur
     assert record.provenance["commit"] == suite_endpoint.repos["EleutherAI/pythia-14m-seed3"].branches["step1000"]
 
     args = ["measure", "--model", "stanford-crfm/battlestar-gpt2-small-x49", "--revision", "checkpoint-20000",
-            "--cache-dir", tmp_path / "hub", "--tokens-seen", str(20000 * MISTRAL_SCHEDULE.tokens_per_step),
+            "--hub-cache-dir", tmp_path / "hub", "--tokens-seen", str(20000 * MISTRAL_SCHEDULE.tokens_per_step),
             "--n-examples", "8", "--n-pr", "8", "--seq-len", "64", "--vocab-lo", "100", "--vocab-hi", "10000",
             "--batch-size", "4", "--device", "cpu"]
     refused = headwatch_cli(*args, "--out", tmp_path / "refused.json")

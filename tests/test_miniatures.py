@@ -105,12 +105,14 @@ def test_published_flags_are_live_in_the_modules():
 # ---- capture parity on each miniature ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", DISTINCT_MINIATURES)
 def test_capture_parity_on_each_miniature(name, capture_parity):
     """Rows and head outputs <= 1e-5 of the eager references, logits <= 1e-4 (tests/conftest.py)."""
     capture_parity(miniature_model(name, seed=1), probe_tokens()).assert_within()
 
 
+@pytest.mark.slow
 def test_capture_parity_with_qkv_clipping_engaged(capture_parity):
     """OLMo's clip_qkv only bites on large activations: scale q/k/v until about 15% of q passes 8.
 
@@ -148,6 +150,7 @@ def miniature_folders(tmp_path_factory) -> Path:
     return root
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", DISTINCT_MINIATURES)
 def test_whole_measure_pipeline_on_each_miniature(name, miniature_folders, tmp_path, measure_step0):
     record = measure_step0(miniature_folders / name, tmp_path / "c")  # tests/conftest.py: 12 examples

@@ -15,7 +15,8 @@ from headwatch.fixtures import loading
 from headwatch.fixtures.hubcache import repo_folder, write_ref
 from headwatch.fixtures.panels import PanelError, load_panel, parse_panel
 from headwatch.fixtures.provider import Provider, ProviderOptions
-from headwatch.fixtures.tiny import checkpoint_files, tiny_model
+from headwatch.fixtures.tiny import tiny_model
+from headwatch_testing.tinypanel import checkpoint_files
 
 REPO = "tiny-org/gpt2-bin"
 ARGS = ["--n-examples", "8", "--seq-len", "64", "--vocab-lo", "10", "--vocab-hi", "300", "--n-pr", "8",

@@ -21,11 +21,11 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from headwatch import validation
+from headwatch import selection, validation
 from headwatch.files import check_output_file, json_text
 from headwatch.fixtures import loading
 from headwatch.probes.record import ProbeSettings
-from headwatch.validation import CLI_FLAGS, DTYPES, InputError, argtype
+from headwatch.validation import CLI_FLAGS, InputError, argtype
 
 
 def flag(field: str) -> str:
@@ -43,10 +43,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tokens-seen", type=argtype(validation.TOKENS, "--tokens-seen"),
                    help="training tokens at this checkpoint, recorded as is (default: unknown; judge, report and "
                         "pytest --reference-dir then take them from the panel's tokens rule)")
-    p.add_argument("--device", default="auto", type=argtype(validation.device, "--device"), help="cpu, cuda, cuda:N, mps or auto")
-    p.add_argument("--dtype", default=defaults.dtype, choices=DTYPES,
-                   help="load and probe dtype (fp16 underflows the baseline attention of early checkpoints)")
-    p.add_argument("--cache-dir", help="Hub cache folder (default: huggingface_hub's own)")
+    # The shared options, as every command takes them; a single checkpoint has no panel to default to.
+    selection.add_options(p.add_argument, ("device", "dtype", "hub_cache_dir"), dtype={
+        "default": defaults.dtype,
+        "help": "load and probe dtype (fp16 underflows the baseline attention of early checkpoints)"})
     for field, text in (("n_examples", "examples in the induction batch"),
                         ("n_pr", "examples whose head outputs enter PR (1 to --n-examples)"),
                         ("batch_size", "examples per forward pass (memory only: the numbers do not depend on it)"),
@@ -100,7 +100,8 @@ def resolve(args: argparse.Namespace) -> loading.ResolvedRevision:
         raise InputError(f"--model: no folder {folder} (from {Path.cwd()}), and {model!r} is not a Hub repo id "
                          "(org/name); give an existing checkpoint folder or a repo id")
     try:
-        return loading.resolve_revision(model, args.revision or "main", cache_dir=args.cache_dir,
+        hub_cache = str(Path(args.hub_cache_dir).expanduser()) if args.hub_cache_dir else None
+        return loading.resolve_revision(model, args.revision or "main", cache_dir=hub_cache,
                                         allow_pickle=args.allow_pickle)
     except loading.LoadingError as e:
         raise type(e)(f"{e} (and there is no local folder {model!r} in {Path.cwd()})") from None
