@@ -322,7 +322,10 @@ class Spread:
     """A quantity over members: each member's grid value, the median and the range.
 
     ``median`` / ``low`` / ``high`` are None when undefined; ``high_censored``: the largest member is
-    censored (the range is open above); ``median_censored``: the median itself is censored.
+    censored (the range is open above); ``median_censored``: the median itself is censored;
+    ``low_censored``: every member is censored (the smallest is only known to exceed ``low``). A
+    censored bound is a lower bound, so ``high`` is the largest censored bound and ``low`` (all
+    censored) the smallest.
     """
 
     quantity: str
@@ -332,6 +335,7 @@ class Spread:
     high: float | None
     high_censored: bool = False
     median_censored: bool = False
+    low_censored: bool = False
     undefined: tuple[str, ...] = ()
 
     def text(self) -> str:
@@ -343,7 +347,8 @@ class Spread:
         else:
             med = fmt(self.median)
         hi = f"> {fmt(self.high)}" if self.high_censored else fmt(self.high)
-        return f"median {med}, range [{fmt(self.low)}, {hi}] over {len(self.values) - len(self.undefined)} members"
+        lo = f"> {fmt(self.low)}" if self.low_censored else fmt(self.low)
+        return f"median {med}, range [{lo}, {hi}] over {len(self.values) - len(self.undefined)} members"
 
 
 def spread(quantity: str, members: Sequence[Member]) -> Spread:
@@ -358,10 +363,12 @@ def spread(quantity: str, members: Sequence[Member]) -> Spread:
     median_censored = not math.isfinite(med)
     if median_censored:  # the median falls among the censored: it exceeds the smallest censored bound
         med = min(v.censored_above for v in ranked if v.value is None)  # type: ignore[type-var]
-    top = ranked[-1]
-    high = top.value if top.value is not None else top.censored_above
-    return Spread(quantity, values, med, ranked[0].value if ranked[0].value is not None else ranked[0].censored_above,
-                  high, high_censored=top.value is None, median_censored=median_censored, undefined=undefined)
+    bounds = [v.censored_above for v in ranked if v.value is None]
+    high_censored, low_censored = bool(bounds), len(bounds) == len(ranked)
+    high = max(bounds) if high_censored else ranked[-1].value  # type: ignore[type-var]
+    low = min(bounds) if low_censored else ranked[0].value  # type: ignore[type-var]
+    return Spread(quantity, values, med, low, high, high_censored=high_censored, median_censored=median_censored,
+                  low_censored=low_censored, undefined=undefined)
 
 
 @dataclass(frozen=True)
@@ -445,7 +452,7 @@ def place(quantity: str, candidate: Member, reference: Sequence[Member]) -> Plac
     p_extreme = (tied + 1 + beyond) / (n + 1)
     lo_r, hi_r = below + 1, below + tied + 1
     rank = f"rank {lo_r}" + (f"-{hi_r}" if hi_r != lo_r else "") + f" of {n + 1}"
-    rng = f"[{fmt(sp.low)}, {'> ' if sp.high_censored else ''}{fmt(sp.high)}]"
+    rng = f"[{'> ' if sp.low_censored else ''}{fmt(sp.low)}, {'> ' if sp.high_censored else ''}{fmt(sp.high)}]"
     pi = (f"the range of the {n} reference members {rng} (a {100 * coverage:.0f}% prediction interval for a new "
           "exchangeable member: (n-1)/(n+1))")
     if outlier:
@@ -466,12 +473,14 @@ def place(quantity: str, candidate: Member, reference: Sequence[Member]) -> Plac
 
 @dataclass(frozen=True)
 class LeaveOneOut:
-    """Each reference member placed against the others: how many fall inside the others' range."""
+    """Each reference member placed against the others: how many fall inside the others' range.
+    ``not_compared``: members with nothing to compare against (the milestone reached by none)."""
 
     quantity: str
     inside: tuple[str, ...]
     outside: tuple[str, ...]
     n: int
+    not_compared: tuple[str, ...] = ()
 
     @property
     def expected(self) -> float | None:
@@ -481,6 +490,8 @@ class LeaveOneOut:
     def text(self) -> str:
         if self.n < 3:
             return f"leave-one-out needs >= 3 reference members with a value ({self.n})"
+        if not self.inside and not self.outside:
+            return "leave-one-out: nothing to compare (no reference member reaches it by its final revision)"
         return (f"leave-one-out: {len(self.inside)} of {self.n} reference members inside the range of the others "
                 f"(expected {100 * self.expected:.0f}% for exchangeable members)"
                 + (f"; outside: {', '.join(self.outside)}" if self.outside else ""))
@@ -489,15 +500,12 @@ class LeaveOneOut:
 def leave_one_out(quantity: str, reference: Sequence[Member]) -> LeaveOneOut:
     """:func:`place` each judged reference member with a value against the other reference members."""
     judged = [m for m in reference if m.judged and m.quantities[quantity].order is not None]
-    inside, outside = [], []
+    inside, outside, not_compared = [], [], []
     if len(judged) >= 3:
         for m in judged:
             p = place(quantity, m, [o for o in judged if o is not m])
-            if p.status is Status.FAILS:
-                outside.append(m.id)
-            elif p.status is Status.HOLDS:
-                inside.append(m.id)
-    return LeaveOneOut(quantity, tuple(inside), tuple(outside), len(judged))
+            {Status.FAILS: outside, Status.HOLDS: inside}.get(p.status, not_compared).append(m.id)
+    return LeaveOneOut(quantity, tuple(inside), tuple(outside), len(judged), tuple(not_compared))
 
 
 # ---- everything about one population --------------------------------------------------------------
@@ -534,8 +542,10 @@ class PopulationReport:
                         for m in self.members],
             "claims": {c: pc.to_dict() for c, pc in self.claims.items()},
             "spreads": {q: {"median": s.median, "low": s.low, "high": s.high, "high_censored": s.high_censored,
+                            "low_censored": s.low_censored,
                             "median_censored": s.median_censored, "text": s.text()} for q, s in self.spreads.items()},
-            "leave_one_out": {q: {"inside": list(l.inside), "outside": list(l.outside), "n": l.n}
+            "leave_one_out": {q: {"inside": list(l.inside), "outside": list(l.outside), "n": l.n,
+                                  "not_compared": list(l.not_compared)}
                               for q, l in self.loo.items()},
             "placements": {c: {q: p.to_dict() for q, p in ps.items()} for c, ps in self.placements.items()},
         }

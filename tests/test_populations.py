@@ -163,6 +163,16 @@ def test_spread_shows_censored_members_as_bounds():
     assert p.outlier and p.side == "above" and "not reached by the final revision" in p.message
 
 
+def test_a_milestone_no_member_reaches_is_bounds_only_and_not_compared():
+    """Every member censored (BOS fraction never 50%): the range is two lower bounds, and
+    leave-one-out has nothing to compare (not "0 of n inside")."""
+    members = planted_population((1, 2, 1), defects={i: {"bos_fractions": (0.0,) * 7} for i in range(3)})
+    s = spread("t_bos50", members)
+    assert s.low_censored and s.high_censored and "range [> 1T, > 1T]" in s.text()
+    loo = leave_one_out("t_bos50", members)
+    assert loo.inside == loo.outside == () and len(loo.not_compared) == 3 and "nothing to compare" in loo.text()
+
+
 def test_leave_one_out_on_siblings():
     loo = leave_one_out("t_induction", planted_population(SIBLING_ONSETS))
     assert loo.n == 5 and len(loo.inside) == 5 and loo.expected == pytest.approx(0.6)
