@@ -576,7 +576,8 @@ def population_table(report: PopulationReport) -> str:
     lines = [f"population {report.name}: {len(report.reference)} reference member(s), "
              f"{len(report.candidates)} candidate(s)"]
     for claim, pc in report.claims.items():
-        lines.append(f"  {claim:9s} {pc.status.words:28s} {pc.key}")
+        declared = " (each failure a member's declared deviation)" if pc.all_failures_declared else ""
+        lines.append(f"  {claim:9s} {pc.status.words:28s} {pc.key}{declared}")
     for q, sp in report.spreads.items():
         lines.append(f"  {q}: {sp.text()}; {report.loo[q].text()}")
         for mid, g in sp.values.items():

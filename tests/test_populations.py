@@ -8,14 +8,18 @@ did not form is "not judged".
 """
 from __future__ import annotations
 
+import dataclasses
 import textwrap
 from pathlib import Path
 
 import pytest
 
 import headwatch.claims.judge  # noqa: F401  (scipy once per process; see test_claim_tests_on_planted.py)
-from headwatch.claims.population import judge_claim_over, leave_one_out, place, spread
-from headwatch.claims.synthetic_population import SIBLING_ONSETS, member_records, planted_population
+from headwatch.claims.population import (
+    judge_claim_over, leave_one_out, place, population_report, population_table, spread,
+)
+from headwatch.claims.synthetic import HEALTHY_EXPECT
+from headwatch.claims.synthetic_population import F1_DEFECT, SIBLING_ONSETS, member_records, planted_population
 from headwatch.claims.verdict import Status
 from headwatch.fixtures.panels import (
     PanelError, default_panels, load_panel, parse_panel, populations, select, select_seeds,
@@ -374,3 +378,15 @@ def test_pytest_seeds_picks_members_and_the_header_says_what_they_cost(pytester)
     assert "headwatch: at most (revisions already cached cost nothing): 32 Hub checkpoint(s)" in out  # 2 x 16
     bad = pytester.runpytest_inprocess(*args, "--seeds", "12")
     assert bad.ret == 4 and "no selected population has seed(s) 12; seeds there: 1, 2, 3" in bad.stderr.str()
+
+
+def test_a_population_failing_as_every_member_declares_says_so_in_its_table():
+    """F1 fails in every member, each at the revision it declares: the population fails, and its
+    line says each failure is a declared deviation (the pytest test xfails strictly on the same)."""
+    from headwatch.spec import Deviation
+    expect = dataclasses.replace(HEALTHY_EXPECT, xfail={"F1": Deviation(reason="planted", revisions=("step2",))})
+    members = planted_population(SIBLING_ONSETS, defects={i: F1_DEFECT for i in range(5)}, expect=expect)
+    report = population_report("planted", members)
+    assert report.claims["F1"].status is Status.FAILS and report.claims["F1"].all_failures_declared
+    assert "F1        fails" in population_table(report) and "each failure a member's declared deviation" in \
+        population_table(report)
