@@ -251,10 +251,10 @@ def judge_claim_over(claim: str, members: Sequence[Member], population: str = ""
             by["fails"].append(m)
             if v.declared_deviation is not None and check_deviation(v, v.declared_deviation).matches:
                 declared.append(m.id)
-        elif v.status is Status.CONSISTENT_NOT_ESTABLISHED:
-            by["consistent"].append(m)
-        else:
+        elif v.status is Status.NOT_APPLICABLE:
             by["na"].append(m)
+        else:  # consistent, not established, or any status short of "holds": in n, never in k
+            by["consistent"].append(m)
     k, f, c = len(by["holds"]), len(by["fails"]), len(by["consistent"])
     n = k + f + c
     interval = clopper_pearson(k, n, spec.interval_level) if n else None
