@@ -25,7 +25,7 @@ from . import trajectory as T
 from .verdict import (
     CausalDetails, F1Details, F1Violation, F2Details, F3Details, F3Sensitivity, F4Computed, F4Details,
     F4PaperTable, F5Details, F5Head, F5Sensitivity, FormationDetails, KeyFigure, Point, RecallAt, Status,
-    Verdict, DeclaredOutcome, declared_outcome, fmt_interval, fmt_layers, fmt_share, plain, GRID, OPEN,
+    Verdict, DeclaredOutcome, declared_outcome, fmt_interval, fmt_layers, fmt_number, fmt_share, plain, GRID, OPEN,
 )
 
 __all__ = ["CLAIMS", "judge_model", "judge_f1", "judge_f1_revision", "judge_f2", "judge_f3", "judge_f4",
@@ -151,9 +151,10 @@ def judge_f1_revision(record: MeasurementRecord, spec: Thresholds = SPEC) -> Ver
         message = (f"{len(heads)} BOS head(s) in layers {fmt_layers(layers)} at {where}: "
                    + ", ".join(f"{h} (first-token {v}x)" for h, v in sel.items()))
     else:
-        shown = figure.value if figure.value is not None else float("nan")
-        message = (f"no BOS head in layers {fmt_layers(layers)} at {where}; highest first-token selectivity "
-                   f"there: {top} {_with_interval(shown, figure.interval)} (< {threshold:g}; {figure.method})")
+        message = f"no BOS head in layers {fmt_layers(layers)} at {where}"
+        if figure.value is not None:  # None: the model has none of these layers
+            message += (f"; highest first-token selectivity there: {top} {_with_interval(figure.value, figure.interval)} "
+                        f"(< {threshold:g}; {figure.method})")
     message += _f1_caveat(status, upper, threshold)
     violations = (F1Violation(record.revision, record.tokens_seen, tuple(heads)),) if heads else ()
     details = F1Details(layers=tuple(layers), threshold=threshold, peak_selectivity=figure.value, peak_head=top,
@@ -233,7 +234,8 @@ def judge_f2(records: Sequence[MeasurementRecord], expect: Expectations = _NONE,
     key = f"{details.shape}: {details.largest_rise_points:.1f} of {details.total_rise_points:.1f} pts"
     figure = KeyFigure("largest adjacent rise / total rise of the BOS fraction", details.share, step_share,
                        method="no interval (the shape of a curve on the revision grid)")
-    return Verdict("F2", Status.of(holds), f"BOS fraction is a {shape.shape}: {rise_txt}; {expected_txt}",
+    shape_txt = "flat" if shape.shape == "flat" else f"a {shape.shape}"
+    return Verdict("F2", Status.of(holds), f"BOS fraction is {shape_txt}: {rise_txt}; {expected_txt}",
                    details, key=key, margin=margin, figure=figure)
 
 
@@ -278,7 +280,8 @@ def judge_f3(records: Sequence[MeasurementRecord], expect: Expectations = _NONE,
         sensitivity[str(k)] = F3Sensitivity(_point(s.induction.point), _round(s.ratio))
     lo, hi = sep.bounds
     interval = (_round(finite_or_none(lo)), _round(finite_or_none(hi)))
-    interval_txt = fmt_interval(interval, ends=OPEN)
+    # t_induction at a 0-token revision (induction heads at initialization): the ratio is infinite
+    interval_txt = fmt_interval(interval, ends=OPEN) if math.isfinite(lo) else "inf (t_induction at 0 tokens)"
     if sep.ratio is not None:
         ratio_txt = (f"t_bos50 / t_induction = {fmt_tokens(sep.bos.tokens)} / {fmt_tokens(sep.induction.tokens)}"
                      f" = {sep.ratio:.3g}")
@@ -292,13 +295,13 @@ def judge_f3(records: Sequence[MeasurementRecord], expect: Expectations = _NONE,
         status, verdict = Status.NOT_APPLICABLE, "not a DCLM model: F3 does not apply"
     elif lo >= min_ratio:
         status, established = Status.HOLDS, True
-        verdict = f"established: the lower bound {lo:.3g} >= {min_ratio:g}"
+        verdict = f"established: the lower bound {fmt_number(lo)} >= {min_ratio:g}"
     elif hi <= min_ratio:
         status, established = Status.FAILS, False
-        verdict = f"the data exclude the claim: the upper bound {hi:.3g} <= {min_ratio:g}"
+        verdict = f"the data exclude the claim: the upper bound {fmt_number(hi)} <= {min_ratio:g}"
     else:
         status, established = Status.CONSISTENT_NOT_ESTABLISHED, False
-        verdict = (f"consistent, not established: the interval straddles {min_ratio:g} (lower bound {lo:.3g}"
+        verdict = (f"consistent, not established: the interval straddles {min_ratio:g} (lower bound {fmt_number(lo)}"
                    + (f"; the point estimate {'passes' if sep.ratio >= min_ratio else 'does not'}"
                       if sep.ratio is not None else "") + ")")
     details = F3Details(applies=expect.dclm, ratio=_round(sep.ratio), min_ratio=min_ratio,
@@ -402,7 +405,7 @@ def judge_f4(records: Sequence[MeasurementRecord], expect: Expectations = _NONE,
         computed=computed, paper_table=paper, reproduces=reproduces,
         final_circuit=tuple(conv.final_circuit), total_tokens=conv.total_tokens, level=level,
         max_fraction=max_fraction, recall_series=series, intermediate=intermediate,
-        intermediate_holds=None if intermediate is None else intermediate.fraction_of_total <= max_fraction,
+        intermediate_holds=None if conv_mid.point is None else conv_mid.fraction_of_total <= max_fraction,
     )
     figure = KeyFigure("fraction of training tokens at the recall point", computed.fraction_of_total if computed else None,
                        max_fraction, computed.fraction_interval if computed else None,
@@ -413,12 +416,11 @@ def judge_f4(records: Sequence[MeasurementRecord], expect: Expectations = _NONE,
 # ---- F5 ---------------------------------------------------------------------------------------
 
 
-def _head(l: T.HeadLead, null: T.HeadNull | None) -> F5Head:
+def _head(l: T.HeadLead, null: T.HeadNull) -> F5Head:
     return F5Head(l.head, _point(l.elevated), _point(l.crossed), _round(l.lead), l.holds,
-                  level_null_share=_round(null.level_null_share) if null else None,
-                  rises=null.rises if null else None,
-                  rise_null_share=_round(null.rise_null_share) if null else None,
-                  timing=l.timing, before_null_share=_round(null.before_null_share) if null else None)
+                  level_null_share=_round(null.level_null_share), rises=null.rises,
+                  rise_null_share=_round(null.rise_null_share), timing=l.timing,
+                  before_null_share=_round(null.before_null_share))
 
 
 def judge_f5(records: Sequence[MeasurementRecord], spec: Thresholds = SPEC) -> Verdict:
@@ -437,74 +439,66 @@ def judge_f5(records: Sequence[MeasurementRecord], spec: Thresholds = SPEC) -> V
     if not T.has_pr(recs):
         missing = [r.revision for r in recs if r.pr is None or r.d_head <= 1]
         return Verdict("F5", Status.NOT_ESTABLISHED,
-                       f"not established: no per-head PR (or d_head) at revisions {missing}: F5 needs PR at every revision",
+                       f"not established: no per-head PR (or d_head) at {', '.join(missing)}: F5 needs PR at every revision",
                        F5Details(fraction=fraction, null_alpha=alpha), key="no PR")
     res = T.pr_lead(recs, fraction, spec.induction)
     sensitivity = {}
     for f in spec.f5_sensitivity_fractions:
         r = T.pr_lead(recs, f, spec.induction)
         sensitivity[f"{f:g}"] = F5Sensitivity(r.holds, tuple(r.failing), len(r.heads) - len(r.failing), len(r.heads))
-    nulls = {n.head: n for n in T.head_nulls(recs, res.heads, fraction, spec.f5_rise_fraction)}
-    null = T.f5_null(recs, res.heads, fraction, spec.f5_rise_fraction)
     d_head = recs[-1].d_head
     bar = 1 + fraction * (d_head - 1)
+    if not res.heads:
+        return Verdict("F5", Status.NOT_APPLICABLE,
+                       f"the final revision has no induction head (>= {spec.induction:g}x): F5 has no heads to judge",
+                       F5Details(fraction=fraction, sensitivity=sensitivity, d_head=d_head, pr_bar=bar, null_alpha=alpha),
+                       key="no heads")
+    nulls = {n.head: n for n in T.head_nulls(recs, res.heads, fraction, spec.f5_rise_fraction)}
+    null = T.f5_null(recs, res.heads, fraction, spec.f5_rise_fraction)
+    assert null is not None  # every final induction head crosses, at the final revision at the latest
     before = tuple(l.head for l in res.heads if l.timing == "before")
     at = tuple(l.head for l in res.heads if l.timing == "at")
-    margin = rise_holds = informative = None
-    if not res.heads or null is None:
-        status = Status.NOT_APPLICABLE
-        message = f"the final revision has no induction head (>= {spec.induction:g}x): F5 has no heads to judge"
+    parts = []
+    for l in res.heads:
+        assert l.crossed is not None
+        parts.append(f"{l.head}: PR elevated {l.elevated.revision if l.elevated else 'never'}, crosses "
+                     f"{spec.induction:g}x {l.crossed.revision}" + (f" ({l.lead:.3g}x earlier)" if l.lead and l.lead > 1 else "")
+                     + f", {100 * nulls[l.head].level_null_share:.0f}% of all heads elevated by then")
+        if not l.holds:
+            parts[-1] += f" [PR {l.pr_series[l.crossed.index]:.3g} < {bar:.3g} at the crossing]"
+    rise_values = [n.rises for n in nulls.values() if n.rises is not None]
+    rise_holds = all(rise_values) if rise_values else None
+    informative = null.at_or_before < alpha
+    if not res.holds:
+        status = Status.FAILS
+    elif not informative:
+        status = Status.CONSISTENT_NOT_ESTABLISHED
     else:
-        parts = []
-        for l in res.heads:
-            el = f"{l.elevated.revision}" if l.elevated else "never"
-            n = nulls.get(l.head)
-            parts.append(f"{l.head}: PR elevated {el}, crosses {spec.induction:g}x {l.crossed.revision if l.crossed else 'never'}"
-                         + (f" ({l.lead:.3g}x earlier)" if l.lead and l.lead > 1 else "")
-                         + (f", {100 * n.level_null_share:.0f}% of all heads elevated by then" if n else ""))
-            if not l.holds:
-                i = l.crossed.index if l.crossed else -1
-                parts[-1] += f" [PR {l.pr_series[i]:.3g} < {bar:.3g} at the crossing]"
-        rise_values = [n.rises for n in nulls.values() if n.rises is not None]
-        rise_holds = all(rise_values) if rise_values else None
-        informative = null.at_or_before < alpha
-        if not res.holds:
-            status = Status.FAILS
-        elif not informative:
-            status = Status.CONSISTENT_NOT_ESTABLISHED
-        else:
-            status = Status.HOLDS
-        k = len(res.heads)
-        message = (f"{k - len(res.failing)}/{k} final induction heads have PR - 1 >= {fraction:g} x (d_head - 1) "
-                   f"(PR >= {bar:.3g}, d_head {d_head}) at or before crossing ({len(before)} before: "
-                   f"{', '.join(before) or 'none'}; {len(at)} at the crossing revision: {', '.join(at) or 'none'}): "
-                   + "; ".join(parts)
-                   + f"; null: {k} distinct heads drawn at random from all {null.n_heads} would all pass with "
-                   f"p = {null.at_or_before:.3g} (exact)"
-                   + (f" (>= {alpha:g}: F5 not informative)" if not informative else f" (< {alpha:g})")
-                   + f", all strictly before with p = {null.before:.3g}")
-        if rise_holds is not None:
-            message += (f"; rise rule (PR >= {1 + spec.f5_rise_fraction:g}x its first value by the crossing): "
-                        f"{sum(rise_values)}/{len(rise_values)} heads"
-                        + (f", null p = {null.rise:.3g}" if null.rise is not None else ""))
-        gaps = [l.crossed.index - l.elevated.index for l in res.heads if l.crossed and l.elevated]
-        never = any(l.crossed and not l.elevated for l in res.heads)
-        margin = None if never or not gaps else float(min(gaps))
-    details = F5Details(fraction=fraction, heads=tuple(_head(l, nulls.get(l.head)) for l in res.heads),
+        status = Status.HOLDS
+    k = len(res.heads)
+    message = (f"{k - len(res.failing)}/{k} final induction heads have PR - 1 >= {fraction:g} x (d_head - 1) "
+               f"(PR >= {bar:.3g}, d_head {d_head}) at or before crossing ({len(before)} before: "
+               f"{', '.join(before) or 'none'}; {len(at)} at the crossing revision: {', '.join(at) or 'none'}): "
+               + "; ".join(parts)
+               + f"; null: {k} distinct heads drawn at random from all {null.n_heads} would all pass with "
+               f"p = {null.at_or_before:.3g} (exact)"
+               + (f" (>= {alpha:g}: F5 not informative)" if not informative else f" (< {alpha:g})")
+               + f", all strictly before with p = {null.before:.3g}")
+    if rise_holds is not None:
+        message += (f"; rise rule (PR >= {1 + spec.f5_rise_fraction:g}x its first value by the crossing): "
+                    f"{sum(rise_values)}/{len(rise_values)} heads"
+                    + (f", null p = {null.rise:.3g}" if null.rise is not None else ""))
+    gaps = [l.crossed.index - l.elevated.index for l in res.heads if l.crossed and l.elevated]
+    margin = None if len(gaps) < k else float(min(gaps))  # a head never elevated: no margin
+    details = F5Details(fraction=fraction, heads=tuple(_head(l, nulls[l.head]) for l in res.heads),
                         failing=tuple(res.failing), sensitivity=sensitivity, d_head=d_head, pr_bar=bar,
-                        null_p=_sig(null.at_or_before) if null else None,
-                        null_p_before=_sig(null.before) if null else None, null_alpha=alpha,
-                        informative=informative, before=before, at=at, n_heads_all=null.n_heads if null else None,
+                        null_p=_sig(null.at_or_before), null_p_before=_sig(null.before), null_alpha=alpha,
+                        informative=informative, before=before, at=at, n_heads_all=null.n_heads,
                         rise_fraction=spec.f5_rise_fraction, rise_holds=rise_holds,
-                        rise_null_p=_sig(null.rise) if null and null.rise is not None else None)
-    key = "no heads"
-    if res.heads:
-        key = f"{len(res.heads) - len(res.failing)} of {len(res.heads)} heads ({len(before)} before, {len(at)} at)"
-    if null is not None:
-        key += f"; null p {null.at_or_before:.2g}"
+                        rise_null_p=None if null.rise is None else _sig(null.rise))
+    key = f"{k - len(res.failing)} of {k} heads ({len(before)} before, {len(at)} at); null p {null.at_or_before:.2g}"
     figure = KeyFigure("fewest revisions by which PR elevation precedes the crossing", margin, 0.0,
-                       method=f"no interval; {NESTED_DRAW} (the null)",
-                       p_value=_sig(null.at_or_before) if null else None)
+                       method=f"no interval; {NESTED_DRAW} (the null)", p_value=_sig(null.at_or_before))
     return Verdict("F5", status, message, details, key=key, margin=margin, figure=figure,
                    failing_heads=tuple(res.failing))
 

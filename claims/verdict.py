@@ -172,21 +172,21 @@ class KeyFigure:
 CLOSED, GRID, OPEN = "[]", "(]", "()"
 
 
+def fmt_number(x: float, fmt: str = ".3g") -> str:
+    """A bound or ratio as intervals write it: 3 significant digits, whole numbers from 1e3 to 1e6
+    in full (1000, not 1e+03)."""
+    return f"{x:.0f}" if 1e3 <= abs(x) < 1e6 and fmt == ".3g" else format(x, fmt)
+
+
 def fmt_interval(interval: Bound | None, fmt: str = ".3g", ends: str = CLOSED) -> str:
     """(5.09, 26.4) -> '[5.09, 26.4]'; with ``ends=OPEN`` '(5.09, 26.4)'; with ``ends=GRID``
     '(10, 23]'. A missing bound (None: unbounded) shows as -inf / inf, always with an open end."""
     if interval is None:
         return ""
-
-    def one(x: float | None, open_: str) -> str:
-        if x is None:
-            return open_
-        return f"{x:.0f}" if 1e3 <= abs(x) < 1e6 and fmt == ".3g" else format(x, fmt)
-
     lo, hi = interval
     left = "(" if lo is None else ends[0]
     right = ")" if hi is None else ends[1]
-    return f"{left}{one(lo, '-inf')}, {one(hi, 'inf')}{right}"
+    return f"{left}{'-inf' if lo is None else fmt_number(lo, fmt)}, {'inf' if hi is None else fmt_number(hi, fmt)}{right}"
 
 
 # ---- SPEC's numbers in words (messages, captions, the grid: one way to write each) ----------------

@@ -9,6 +9,8 @@ runs these first: a mutant of the judge that no test here or elsewhere turns red
 """
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from headwatch.claims import trajectory as T
@@ -17,11 +19,11 @@ from headwatch.claims.judge import (
     judge_model, not_judged, status_word, surprises,
 )
 from headwatch.claims.synthetic import (
-    A, B, C, D, PR_HIGH, PR_LOW, Ablations, FORMATION_EXPECT, HEALTHY_EXPECT, healthy, planted_record,
+    A, B, C, D, PR_HIGH, PR_LOW, Ablations, FORMATION_EXPECT, HEALTHY_EXPECT, bos_never_forms, healthy, planted_record,
 )
-from headwatch.claims.verdict import Status
+from headwatch.claims.verdict import Point, Status
 from headwatch.probes.record import RecordIntervals
-from headwatch.spec import Deviation, Expectations, Formation, FormationWindow
+from headwatch.spec import SPEC, Deviation, Expectations, Formation, FormationWindow
 
 
 def _with_interval(value: float, upper: float, lower: float = 1.0):
@@ -352,3 +354,196 @@ def test_fmt_tokens():
     assert [fmt_tokens(x) for x in (None, 23e9, 6.29e9, 2.1e6, 3.05e12, 1500.0, 12.0)] == [
         "never", "23B", "6.29B", "2.1M", "3.05T", "1.5K", "12"]
     assert fmt_tokens(-2e9) == "-2B"
+
+
+# ---- messages and keys: the words a verdict is read in ------------------------------------------
+
+_NO_INTERVAL = "no interval: record measured without intervals (schema /1 or n_bootstrap = 0)"
+
+
+def test_f1_messages_and_keys():
+    v = judge_f1(healthy())
+    assert (v.key, v.message) == ("0 of 8 heads; max 1x", (
+        f"no BOS head in layers 0/1 at any of 7 revisions; highest first-token selectivity there 1x (L0_H0 at step0; "
+        f"bar 30; {_NO_INTERVAL}); vacuous at 1 of 7 revisions (no BOS head in any layer)"))
+    assert v.figure.quantity == "largest layer-0/1 first-token selectivity" and v.figure.method == _NO_INTERVAL
+    v = judge_f1(healthy(bos_fractions=(0.0,) * 7))
+    assert v.message.endswith(f"{_NO_INTERVAL}); holds vacuously: no head in any layer has first-token selectivity >= 30")
+    v = judge_f1(healthy(extra_bos={2: ("L0_H1",), 4: ("L1_H0", "L0_H1")}))
+    assert (v.key, v.message) == ("2 of 8 heads (2 rev.); max 80x", (
+        f"BOS heads in layers 0/1 at step2: L0_H1; step4: L0_H1, L1_H0; highest first-token selectivity there 80x "
+        f"(L0_H1 at step2; bar 30; {_NO_INTERVAL}); vacuous at 1 of 7 revisions (no BOS head in any layer)"))
+    assert v.details.violations[1].heads == ("L0_H1", "L1_H0") and v.details.revisions_checked == 7
+    v = judge_f1([_with_interval(20.0, 30.0)])
+    assert v.message == ("no BOS head in layers 0/1 at any of 1 revisions; highest first-token selectivity there 20x "
+                         "[1, 30] (L0_H1 at step0; bar 30; bootstrap); not established: an early head's 95% upper "
+                         "bound reaches 30 (>= 30)")
+    assert v.details.peak_interval == (1.0, 30.0) and v.details.peak_revision == "step0"
+
+
+def test_f1_per_revision_messages_and_keys():
+    v = judge_f1_revision(healthy()[3])
+    assert (v.key, v.message) == ("0 of 8 heads; max 1x", (
+        f"no BOS head in layers 0/1 at step3 (10B tokens); highest first-token selectivity there: L0_H0 1x "
+        f"(< 30; {_NO_INTERVAL})"))
+    assert v.details.revision == "step3" and v.details.tokens == 1e10 and v.details.vacuous_revisions == ()
+    v = judge_f1_revision(healthy()[0])
+    assert v.status is Status.HOLDS_VACUOUSLY and v.details.vacuous_revisions == ("step0",)
+    assert v.message.endswith("; holds vacuously: no head in any layer has first-token selectivity >= 30")
+    v = judge_f1_revision(healthy(extra_bos={2: ("L0_H1",)})[2])
+    assert (v.key, v.message) == ("1 of 8 heads (1 rev.); max 80x",
+                                  "1 BOS head(s) in layers 0/1 at step2 (3B tokens): L0_H1 (first-token 80.0x)")
+    assert v.details.first_token_selectivity == {"L0_H1": 80.0} and v.failing_revisions == ("step2",)
+    v = judge_f1_revision(_with_interval(20.0, 30.0))
+    assert v.message == ("no BOS head in layers 0/1 at step0 (1B tokens); highest first-token selectivity there: "
+                         "L0_H1 20x [1, 30] (< 30; bootstrap); not established: an early head's 95% upper bound "
+                         "reaches 30 (>= 30)")
+
+
+def test_f1_without_the_layers_it_names():
+    """A table whose F1 layers the model does not have: nothing to fail on, no peak to show."""
+    spec = dataclasses.replace(SPEC, f1_layers=(9,))
+    v = judge_f1(healthy(), spec)
+    assert (v.status, v.key, v.margin, v.figure.value) == (Status.HOLDS, "0 of 0 heads", None, None)
+    assert v.message == "no BOS head in layers 9 at any of 7 revisions; vacuous at 1 of 7 revisions (no BOS head in any layer)"
+    one = judge_f1_revision(healthy()[3], spec)
+    assert (one.key, one.message, one.margin) == ("0 of 0 heads", "no BOS head in layers 9 at step3 (10B tokens)", None)
+
+
+def test_f1_peak_ties_go_to_the_first_revision_and_head():
+    recs = healthy()
+    for r in recs[2:4]:
+        r.all_head_selectivity["L0_H2"]["first-token"] = 25.0
+        r.all_head_selectivity["L1_H3"]["first-token"] = 25.0
+    d = judge_f1(recs).details
+    assert (d.peak_head, d.peak_revision, d.peak_selectivity) == ("L0_H2", "step2", 25.0)
+
+
+def test_f2_messages_and_keys():
+    v = judge_f2(healthy(), Expectations(bos_shape="ramp"))
+    assert (v.key, v.message) == ("ramp: 25.0 of 75.0 pts", (
+        "BOS fraction is a ramp: largest adjacent rise 25.0 of 75.0 points (step5 -> step6, 50.0% -> 75.0%); "
+        "expected ramp"))
+    assert v.details.largest_rise == {"from": Point("step5", 1e11), "to": Point("step6", 1e12)}
+    none = judge_f2(healthy())
+    assert none.message.endswith("; no shape declared in the panel") and none.details.expected is None
+    one = judge_f2([healthy()[3]], Expectations(bos_shape="ramp"))  # a single revision: no rise at all
+    assert (one.key, one.message) == ("flat: 0.0 of 0.0 pts",
+                                      "BOS fraction is flat: largest adjacent rise 0.0 of 0.0 points; expected ramp")
+    assert one.details.largest_rise is None and one.details.first_pct == one.details.final_pct == 31.25
+
+
+def test_f3_messages_and_keys():
+    v = judge_f3(healthy(), Expectations(dclm=True))
+    assert (v.key, v.message) == ("100x (20, 1000)", (
+        "t_bos50 / t_induction = 100B / 1B = 100; t_induction at step1, in (100M, 1B] (>= 3 heads at induction >= 50); "
+        "t_bos50 at step5, in (20B, 100B] (BOS fraction >= 0.5); so the ratio is in (20, 1000); established: the "
+        "lower bound 20 >= 10"))
+    assert v.figure.method == "revision grid (last revision before, first revision at)" and v.figure.ends == "()"
+    assert v.details.t_bos50_before == Point("step4", 2e10) and v.details.t_induction == Point("step1", 1e9)
+    nd = judge_f3(healthy(), Expectations(dclm=False))
+    assert nd.key == "100x (20, 1000) (not DCLM)" and nd.message.endswith("; not a DCLM model: F3 does not apply")
+    assert nd.details.applies is False and nd.details.established is None
+    c = judge_f3(bos_never_forms(), Expectations(dclm=True))
+    assert c.message == (
+        "t_bos50 / t_induction has no point estimate (t_bos50 right-censored); t_induction at step1, in (100M, 1B] "
+        "(>= 3 heads at induction >= 50); t_bos50 not reached by the last revision step6: right-censored, in "
+        "(1T, inf) (BOS fraction >= 0.5); so the ratio is in (1000, inf); established: the lower bound 1000 >= 10")
+    assert c.figure.method == ("revision grid (last revision before, first revision at); t_bos50 right-censored "
+                               "after the last revision") and c.details.t_bos50_before == Point("step6", 1e12)
+    both = judge_f3(healthy(bos_fractions=(0.0,) * 7, induction_sets=((A,),) * 7), Expectations(dclm=True))
+    assert both.message.startswith("t_bos50 / t_induction has no point estimate (t_induction right-censored and "
+                                   "t_bos50 right-censored); t_induction not reached by the last revision step6")
+    assert both.message.endswith("consistent, not established: the interval straddles 10 (lower bound 0)")
+
+
+def test_f3_point_estimate_at_zero_tokens():
+    """t_induction at a 0-token first revision: no point estimate, the ratio unbounded above."""
+    recs = healthy(tokens=(0.0, 1e9, 3e9, 1e10, 2e10, 1e11, 1e12), induction_sets=((A, B, C),) * 7)
+    v = judge_f3(recs, Expectations(dclm=True))
+    assert v.details.ratio is None and v.details.censored == () and v.key == "censored inf (t_induction at 0 tokens)"
+    assert v.status is Status.HOLDS and v.details.ratio_interval == (None, None)
+    assert v.message.startswith("t_bos50 / t_induction has no point estimate (t_induction at 0 tokens)")
+
+
+def test_bars_come_from_the_table_unless_the_panel_overrides_them():
+    strict = dataclasses.replace(SPEC, f3_min_ratio=50.0, f4_max_fraction=0.0001)
+    assert judge_f3(healthy(), Expectations(dclm=True), strict).details.min_ratio == 50.0
+    assert judge_f3(healthy(), Expectations(dclm=True, f3_min_ratio=5.0), strict).details.min_ratio == 5.0
+    assert judge_f4(healthy(), spec=strict).details.max_fraction == 0.0001
+    assert judge_f4(healthy(), spec=strict).status is Status.FAILS  # (0.01%, 0.1%] lies above 0.01%
+    assert judge_f4(healthy(), Expectations(f4_max_fraction=0.01), spec=strict).details.max_fraction == 0.01
+
+
+def test_f4_messages_and_keys():
+    v = judge_f4(healthy(), Expectations(paper_f4_tokens=1e9))
+    assert (v.key, v.message) == ("67% at 0.1% of tokens; paper 1B: uniform 50x + intermediate 30x reproduces", (
+        "recall of the final circuit (L3_H0, L4_H1, L5_H2) first >= 2/3 at step1 (1B tokens = 0.10% of 1T, on the "
+        "grid in (0.01%, 0.1%]; found L3_H0, L4_H1); needs <= 2.5%: established: the upper end 0.1% <= 2.5%; "
+        "intermediate-30x reading: step1 (0.10%); paper table: 1B (0.10%), recall there 0.667 - reproduced by the "
+        "uniform 50x and the intermediate 30x reading"))
+    assert v.figure.ends == "(]" and v.figure.interval == (1e-4, 1e-3)
+    nowhere = judge_f4(healthy(), Expectations(paper_f4_tokens=5e9))
+    assert nowhere.message.endswith("paper table: 5B (0.50%), no screened revision there - reproduced by neither reading")
+    fails = judge_f4(healthy(tokens=(3e9, 1e10, 2e10, 3e10, 5e10, 8e10, 1.2e11)))
+    assert fails.message.split("; needs")[1].startswith(" <= 2.5%: the data exclude the claim: the lower end 2.5% >= 2.5%")
+    mid = judge_f4(healthy(tokens=(1e7, 1e8, 2e8, 3e8, 5e8, 1e9, 2e9)))
+    assert "needs <= 2.5%: consistent, not established: the grid's bracket straddles 2.5%" in mid.message
+
+
+def test_f5_messages_and_keys():
+    v = judge_f5(healthy())
+    assert (v.key, v.message) == ("3 of 3 heads (2 before, 1 at); null p 6.7e-05", (
+        "3/3 final induction heads have PR - 1 >= 0.1 x (d_head - 1) (PR >= 7.3, d_head 64) at or before crossing "
+        "(2 before: L3_H0, L5_H2; 1 at the crossing revision: L4_H1): L3_H0: PR elevated step0, crosses 50x step1 "
+        "(10x earlier), 6% of all heads elevated by then; L4_H1: PR elevated step1, crosses 50x step1, 6% of all "
+        "heads elevated by then; L5_H2: PR elevated step3, crosses 50x step5 (10x earlier), 9% of all heads "
+        "elevated by then; null: 3 distinct heads drawn at random from all 32 would all pass with p = 6.72e-05 "
+        "(exact) (< 0.05), all strictly before with p = 0; rise rule (PR >= 1.5x its first value by the crossing): "
+        "2/3 heads, null p = 0"))
+    assert v.details.pr_bar == pytest.approx(7.3) and v.figure.p_value == 6.72e-05
+    assert [h.level_null_share for h in v.details.heads] == [0.0625, 0.0625, 0.0938]
+    assert [h.before_null_share for h in v.details.heads] == [0.0312, 0.0312, 0.0938]
+    assert [h.rise_null_share for h in v.details.heads] == [0.0312, 0.0312, 0.0625]
+    late = judge_f5(healthy(pr={**{A: (PR_HIGH,) * 7, B: (PR_LOW,) + (PR_HIGH,) * 6}, C: (PR_LOW,) * 6 + (PR_HIGH,)}))
+    assert "L5_H2: PR elevated step6, crosses 50x step5, 6% of all heads elevated by then [PR 2 < 7.3 at the crossing]" \
+        in late.message and late.key == "2 of 3 heads (1 before, 1 at); null p 0"
+
+
+def test_f5_names_the_revisions_without_pr():
+    recs = healthy()
+    recs[2].pr = None
+    v = judge_f5(recs)
+    assert v.message == "not established: no per-head PR (or d_head) at step2: F5 needs PR at every revision"
+    recs = healthy()
+    for r in recs[4:]:
+        r.d_head = 1
+    assert "at step4, step5, step6:" in judge_f5(recs).message
+
+
+def test_f5_with_two_dimensional_heads():
+    """d_head 2 is the smallest head F5 can judge (bar 1 + 0.1 x 1 = 1.1)."""
+    recs = healthy(pr={A: (1.2,) * 7, B: (1.0,) + (1.2,) * 6, C: (1.0,) * 3 + (1.2,) * 4})
+    for r in recs:
+        r.d_head = 2
+        r.pr = {h: (v if h in (A, B, C) else 1.0) for h, v in r.pr.items()}
+    v = judge_f5(recs)
+    assert v.status is Status.HOLDS and v.details.pr_bar == pytest.approx(1.1) and v.details.d_head == 2
+
+
+def test_f5_details_when_nothing_crosses():
+    v = judge_f5(healthy(induction_sets=((A,),) * 6 + ((),)))
+    assert (v.details.d_head, v.details.null_alpha, v.details.heads) == (64, 0.05, ())
+    assert v.details.pr_bar == pytest.approx(7.3) and set(v.details.sensitivity) == {"0.05", "0.1", "0.2"}
+
+
+def test_f4_intermediate_reading_at_the_bar_holds():
+    d = judge_f4(healthy(tokens=(1e8, 2.5e9, 3e9, 1e10, 2e10, 5e10, 1e11))).details  # step1 at exactly 2.5%
+    assert d.intermediate.revision == "step1" and d.intermediate.fraction_of_total == 0.025
+    assert d.intermediate_holds is True
+
+
+def test_f4_figure_without_a_final_circuit():
+    v = judge_f4(healthy(induction_sets=((A,),) * 6 + ((),)))
+    assert (v.figure.value, v.figure.interval, v.figure.method) == (None, None, "no final circuit")
+    assert v.details.computed is None and v.details.intermediate is None and v.details.intermediate_holds is None

@@ -156,3 +156,17 @@ def test_f4_reports_the_paper_table_beside_the_computed_number(pythia, olmo):
     assert p.details.paper_table.revision == "step3000" and p.details.paper_table.reproduced is True
     assert p.details.paper_table.reproduced_by == ("uniform 50x", "intermediate 30x")
     assert judge_f4(olmo, Expectations(paper_f4_tokens=10e9)).holds and p.holds  # the claim (within 2.5%) survives either way
+
+
+def test_verdict_details_keep_four_digits(pythia, olmo):
+    """Ratios and shares in verdict details are rounded to 4 decimals, p-values to 4 significant
+    digits (a p of 1e-7 must not print as 0): computed from the files."""
+    from headwatch.claims.judge import judge_causal, judge_f3
+    from headwatch.spec import Expectations
+
+    f3 = judge_f3(olmo, Expectations(dclm=True))
+    assert (f3.details.ratio, f3.details.ratio_interval, f3.margin) == (11.4783, (5.087, 26.4), 1.4783)
+    p = judge_causal(pythia).details
+    assert (p.p_vs_random, p.p_vs_baseline, p.share_of_baseline) == (0.1046, 2.31e-19, 0.0617)
+    o = judge_causal(olmo).details
+    assert (o.p_vs_random, o.p_vs_baseline) == (9.953e-08, 1.005e-05)

@@ -3,7 +3,7 @@
 For each constant that decides a verdict, a pair of tests: one on data that JUST passes (at the bar,
 or within 5% of it on the holding side) and one on data that JUST fails (within 5% on the failing
 side). The numbers here are literals, never read from SPEC: moving any constant by 5% (an integer by
-1) either way turns one test of its pair red. ``tools/mutate_constants.py`` does exactly that, one
+1) either way turns one test of its pair red. ``tools/mutate.py --spec`` does exactly that, one
 constant and direction at a time, and prints which test catches it (docs/statistics.md has the
 table). Constants that only shape what is reported (grids, Sink_1^eps, the bootstrap's settings)
 are pinned by value or by a boundary of what they report.

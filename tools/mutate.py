@@ -57,7 +57,8 @@ TARGETS = ("claims/judge.py", "claims/trajectory.py", "claims/verdict.py", "head
 FAST_TESTS = ("tests/test_judge_boundaries.py", "tests/test_verdict.py", "tests/test_stats.py",
               "tests/test_trajectory.py", "tests/test_tolerances.py", "tests/test_published_figures.py",
               "claims", "tests/test_claim_tests_on_planted.py")
-PYTEST_ARGS = ("--panel", "published", "-p", "no:cacheprovider", "-p", "no:randomly", "-q", "-rfE", "--no-header")
+PYTEST_ARGS = ("--panel", "published", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:html", "-p", "no:metadata",
+               "-p", "no:xdist", "-p", "no:anyio", "-q", "-rfE", "--no-header")
 SPEC_FILE, SPEC_TESTS = "headwatch/spec.py", ("tests/test_tolerances.py",)
 #: Calls whose numeric arguments after the first are display precision, not verdict logic.
 DISPLAY_HELPERS = {"_round", "_sig", "_pct", "round", "format"}
@@ -334,7 +335,6 @@ class Coverage:
 
     # pytest hook: which test is running
     def pytest_runtest_protocol(self, item, nextitem):  # noqa: ANN001
-        import pytest
 
         self.current = item.nodeid
         t0 = time.monotonic()
@@ -459,6 +459,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     scratch = Path(tempfile.mkdtemp(prefix="headwatch-mutate-"))
+    # SIGTERM (kill PID) runs the clean-up below too; the checkout itself is never written.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         tracked = tracked_files()
         trees = []
@@ -485,6 +487,12 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr, flush=True)
         results = run_mutants(mutants, trees, originals, tests, by_line, seconds, args.timeout, scratch)
     finally:
+        for pid in list(RUNNING):
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
         shutil.rmtree(scratch, ignore_errors=True)
     table = render(results, tests)
     print(table)
@@ -508,6 +516,10 @@ def _selected(m: Mutant, by_line: dict, seconds: dict, tests: list[str]) -> list
     return sorted(chosen, key=lambda t: (seconds.get(t, 0.0), t))
 
 
+#: The forked children running mutants now (killed if the run is stopped).
+RUNNING: dict[int, tuple[int, int, float]] = {}
+
+
 def _write(path: Path, text: str) -> None:
     """Write a source file and drop its compiled file, so the next import compiles this text."""
     path.write_text(text)
@@ -519,7 +531,7 @@ def run_mutants(mutants: list[Mutant], trees: list[Path], originals: dict[str, s
                 by_line: dict, seconds: dict, timeout: int, scratch: Path) -> list[Result]:
     results: dict[int, Result] = {}
     queue = list(enumerate(mutants))
-    running: dict[int, tuple[int, int, float]] = {}  # pid -> (mutant index, tree index, start)
+    running = RUNNING  # pid -> (mutant index, tree index, start)
     free = list(range(len(trees)))
     done = 0
     while queue or running:
