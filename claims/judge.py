@@ -81,13 +81,14 @@ def _early_heads(record: MeasurementRecord, layers: Sequence[int]) -> list[str]:
 
 
 def _early_peak(records: Sequence[MeasurementRecord], layers: Sequence[int]
-                ) -> tuple[str | None, float | None, MeasurementRecord | None]:
-    """The head in ``layers`` with the highest first-token selectivity over ``records``, and its record."""
-    best: tuple[str | None, float | None, MeasurementRecord | None] = (None, None, None)
+                ) -> tuple[str, float, MeasurementRecord] | None:
+    """The head in ``layers`` with the highest first-token selectivity over ``records`` (the first
+    such in token order on ties), its selectivity and its record; None when no record has those layers."""
+    best: tuple[str, float, MeasurementRecord] | None = None
     for r in records:
         for h in _early_heads(r, layers):
             sel = r.all_head_selectivity[h]["first-token"]
-            if best[1] is None or sel > best[1]:
+            if best is None or sel > best[1]:
                 best = (h, sel, r)
     return best
 
@@ -110,11 +111,15 @@ def _f1_key(violations: Sequence[F1Violation], record: MeasurementRecord, layers
 
 def _f1_figure(records: Sequence[MeasurementRecord], layers: Sequence[int], threshold: float
                ) -> tuple[KeyFigure, str | None, MeasurementRecord | None]:
-    top, peak, rec = _early_peak(records, layers)
-    interval = rec.selectivity_interval(top, "first-token") if rec is not None and top is not None else None
-    method = (rec.intervals.methods.get("selectivity", "") if interval is not None and rec.intervals
-              else (rec.no_interval_reason() if rec is not None else ""))
-    return (KeyFigure(f"largest layer-{fmt_layers(layers)} first-token selectivity", _round(peak, 3), threshold,
+    quantity = f"largest layer-{fmt_layers(layers)} first-token selectivity"
+    peak = _early_peak(records, layers)
+    if peak is None:
+        return KeyFigure(quantity, None, threshold, method="no head in these layers"), None, None
+    top, value, rec = peak
+    interval = rec.selectivity_interval(top, "first-token")
+    method = (rec.no_interval_reason() if interval is None
+              else rec.intervals.methods.get("selectivity", ""))  # type: ignore[union-attr]
+    return (KeyFigure(quantity, _round(value, 3), threshold,
                       None if interval is None else (_round(interval[0], 3), _round(interval[1], 3)), method),
             top, rec)
 
@@ -187,7 +192,7 @@ def judge_f1(records: Sequence[MeasurementRecord], spec: Thresholds = SPEC) -> V
         message = f"no BOS head in layers {fmt_layers(layers)} at any of {len(per_rev)} revisions"
     if figure.value is not None:
         message += (f"; highest first-token selectivity there {_with_interval(figure.value, figure.interval)} "
-                    f"({top} at {rec.revision if rec else '?'}; bar {threshold:g}; {figure.method})")
+                    f"({top} at {rec.revision}; bar {threshold:g}; {figure.method})")  # type: ignore[union-attr]
     if vacuous and status is not Status.HOLDS_VACUOUSLY:
         message += f"; vacuous at {len(vacuous)} of {len(per_rev)} revisions (no BOS head in any layer)"
     message += _f1_caveat(status, upper, threshold)
@@ -381,9 +386,9 @@ def judge_f4(records: Sequence[MeasurementRecord], expect: Expectations = _NONE,
                    f"{conv.point.point.revision} ({fmt_tokens(conv.point.point.tokens)} tokens = "
                    f"{100 * frac:.2f}% of {fmt_tokens(conv.total_tokens)}, on the grid in {grid}; "
                    f"found {', '.join(conv.point.found)}); needs <= {100 * max_fraction:g}%: {decided}")
-        if intermediate is not None:
-            message += (f"; intermediate-{spec.label:g}x reading: {intermediate.revision} "
-                        f"({100 * intermediate.fraction_of_total:.2f}%)")
+        assert intermediate is not None  # the same final circuit: found at the final revision at the latest
+        message += (f"; intermediate-{spec.label:g}x reading: {intermediate.revision} "
+                    f"({100 * intermediate.fraction_of_total:.2f}%)")
     if paper is not None:
         message += (f"; paper table: {fmt_tokens(paper_tokens)} ({100 * paper.fraction_of_total:.2f}%), "
                     + (f"recall there {paper.recall_there:.3g}" if paper.recall_there is not None
@@ -391,7 +396,7 @@ def judge_f4(records: Sequence[MeasurementRecord], expect: Expectations = _NONE,
                     + (f" - reproduced by the {' and the '.join(paper.reproduced_by)} reading"
                        if paper.reproduced_by else " - reproduced by neither reading"))
     if computed is None:
-        key = "no final circuit" if not conv.final_circuit else "never"
+        key = "no final circuit"
     else:
         key = f"{100 * computed.recall:.0f}% at {100 * computed.fraction_of_total:.2g}% of tokens"
         if paper is not None:
@@ -484,11 +489,10 @@ def judge_f5(records: Sequence[MeasurementRecord], spec: Thresholds = SPEC) -> V
                f"p = {null.at_or_before:.3g} (exact)"
                + (f" (>= {alpha:g}: F5 not informative)" if not informative else f" (< {alpha:g})")
                + f", all strictly before with p = {null.before:.3g}")
-    if rise_holds is not None:
+    if rise_holds is not None:  # some head crosses after the first revision: its rise null exists too
         message += (f"; rise rule (PR >= {1 + spec.f5_rise_fraction:g}x its first value by the crossing): "
-                    f"{sum(rise_values)}/{len(rise_values)} heads"
-                    + (f", null p = {null.rise:.3g}" if null.rise is not None else ""))
-    gaps = [l.crossed.index - l.elevated.index for l in res.heads if l.crossed and l.elevated]
+                    f"{sum(rise_values)}/{len(rise_values)} heads, null p = {null.rise:.3g}")
+    gaps = [l.crossed.index - l.elevated.index for l in res.heads if l.elevated]  # type: ignore[union-attr]
     margin = None if len(gaps) < k else float(min(gaps))  # a head never elevated: no margin
     details = F5Details(fraction=fraction, heads=tuple(_head(l, nulls[l.head]) for l in res.heads),
                         failing=tuple(res.failing), sensitivity=sensitivity, d_head=d_head, pr_bar=bar,
@@ -512,16 +516,15 @@ def _count_pair(c: T.Top1Count | None) -> tuple[int, int] | None:
 
 def _no_ablation(records: Sequence[MeasurementRecord], spec: Thresholds) -> Verdict:
     """The causal verdict where no revision carries the circuit ablation: not applicable where the
-    records were measured with ablation off (the panel's ``ablation = "none"``) or the final circuit
-    is empty (nothing to ablate); otherwise not established (the evidence is missing)."""
+    records were measured with ablation off at every revision (the panel's ``ablation = "none"``) or
+    the final circuit is empty (nothing to ablate); otherwise not established (the evidence is missing)."""
     recs = T.by_tokens(records)
-    asked = [r for r in recs if r.settings is not None and r.settings.ablation]
-    if recs and all(r.settings is not None and not r.settings.ablation for r in recs):
+    if all(r.settings is not None and not r.settings.ablation for r in recs):
         return Verdict("causal", Status.NOT_APPLICABLE, "the records were measured without ablations "
                        "(settings.ablation false at every revision: the panel's ablation = \"none\"): causal check not run",
                        CausalDetails(), key="not run")
     final = recs[-1]
-    if asked and not induction_circuit(final.all_head_selectivity, spec.induction):
+    if not induction_circuit(final.all_head_selectivity, spec.induction):
         return Verdict("causal", Status.NOT_APPLICABLE,
                        f"no induction head at {final.revision}: nothing to ablate, causal check not applicable",
                        CausalDetails(), key="not run")
@@ -728,7 +731,7 @@ def judge_formation(records: Sequence[MeasurementRecord], expect: Expectations =
     measured = (f"{len(heads)} heads >= {spec.induction:g}x at {final.revision}"
                 + (f" (95% interval {fmt_interval(n_iv, 'g')})" if n_iv else "")
                 + f": {heads_txt}; {n_first} at {first.revision}; t_induction {t_txt}; top-1 "
-                + ("unknown" if top1 is None else f"{top1:.3g} {fmt_interval(top1_iv)}")
+                + ("unknown" if top1 is None else f"{top1:.3g} {fmt_interval(top1_iv)}".rstrip())
                 + bos_txt
                 + f"; numeric path: {plain(training) if training else 'not recorded (provenance.training)'}")
     if declared is None:

@@ -23,7 +23,7 @@ from headwatch.claims.synthetic import (
 )
 from headwatch.claims.verdict import Point, Status
 from headwatch.probes.record import RecordIntervals
-from headwatch.spec import SPEC, Deviation, Expectations, Formation, FormationWindow
+from headwatch.spec import SPEC, Deviation, Expectations, Formation, FormationWindow, PaperTop1
 
 
 def _with_interval(value: float, upper: float, lower: float = 1.0):
@@ -249,21 +249,29 @@ def test_causal_ablation_without_baseline_is_not_established():
     assert v.status is Status.NOT_ESTABLISHED and v.details.missing == ("baseline task metrics",)
 
 
-def test_causal_requested_but_empty_circuit_is_not_applicable():
-    from headwatch.probes.record import ProbeSettings
-
-    recs = healthy(ablations=None, induction_sets=((A,),) * 6 + ((),))
-    recs[-1].settings = ProbeSettings(ablation=True)
-    v = judge_causal(recs)
-    assert v.status is Status.NOT_APPLICABLE and "no induction head at step6" in v.message
+def test_causal_with_an_empty_final_circuit_and_no_ablation_is_not_applicable():
+    v = judge_causal(healthy(ablations=None, induction_sets=((A,),) * 6 + ((),)))
+    assert v.status is Status.NOT_APPLICABLE and "no induction head at step6: nothing to ablate" in v.message
 
 
 def test_causal_requested_but_missing_is_not_established():
+    """Ablation off at every revision but the final, where none was recorded: the evidence is missing."""
     from headwatch.probes.record import ProbeSettings
 
     recs = healthy(ablations=None)
-    recs[-1].settings = ProbeSettings(ablation=True)
+    for r in recs:
+        r.settings = ProbeSettings(ablation=r is recs[-1])
+    v = judge_causal(recs)
+    assert v.status is Status.NOT_ESTABLISHED and v.key == "no ablation" and v.details.missing == (
+        "induction-circuit ablation",)
+    recs[-1].settings = None  # ablation off where stated, unknown at the final revision: still missing
     assert judge_causal(recs).status is Status.NOT_ESTABLISHED
+
+
+def test_causal_counts_in_details():
+    d = judge_causal(healthy()).details
+    assert (d.baseline_count, d.circuit_count, d.random_count) == ((100, 2000), (4, 2000), (80, 2000))
+    assert d.counts_reconstructed is False and d.alpha == 0.05 and d.max_share == 0.25
 
 
 # ---- formation ----------------------------------------------------------------------------------
@@ -368,7 +376,9 @@ def test_f1_messages_and_keys():
         f"bar 30; {_NO_INTERVAL}); vacuous at 1 of 7 revisions (no BOS head in any layer)"))
     assert v.figure.quantity == "largest layer-0/1 first-token selectivity" and v.figure.method == _NO_INTERVAL
     v = judge_f1(healthy(bos_fractions=(0.0,) * 7))
-    assert v.message.endswith(f"{_NO_INTERVAL}); holds vacuously: no head in any layer has first-token selectivity >= 30")
+    assert v.message == (f"no BOS head in layers 0/1 at any of 7 revisions; highest first-token selectivity there 1x "
+                         f"(L0_H0 at step0; bar 30; {_NO_INTERVAL}); holds vacuously: no head in any layer has "
+                         f"first-token selectivity >= 30")
     v = judge_f1(healthy(extra_bos={2: ("L0_H1",), 4: ("L1_H0", "L0_H1")}))
     assert (v.key, v.message) == ("2 of 8 heads (2 rev.); max 80x", (
         f"BOS heads in layers 0/1 at step2: L0_H1; step4: L0_H1, L1_H0; highest first-token selectivity there 80x "
@@ -410,6 +420,15 @@ def test_f1_without_the_layers_it_names():
     assert (one.key, one.message, one.margin) == ("0 of 0 heads", "no BOS head in layers 9 at step3 (10B tokens)", None)
 
 
+def test_f1_interval_of_another_head_is_not_the_peaks():
+    """The record carries intervals, but not for the peak head: no interval is shown for it."""
+    rec = _with_interval(20.0, 25.0)
+    rec.all_head_selectivity["L1_H2"]["first-token"] = 22.0
+    v = judge_f1([rec])
+    assert v.figure.interval is None and v.figure.method == "no interval for this quantity in the record"
+    assert v.details.peak_head == "L1_H2" and v.details.highest_upper_bound == 25.0
+
+
 def test_f1_peak_ties_go_to_the_first_revision_and_head():
     recs = healthy()
     for r in recs[2:4]:
@@ -427,6 +446,7 @@ def test_f2_messages_and_keys():
     assert v.details.largest_rise == {"from": Point("step5", 1e11), "to": Point("step6", 1e12)}
     none = judge_f2(healthy())
     assert none.message.endswith("; no shape declared in the panel") and none.details.expected is None
+    assert none.margin is None
     one = judge_f2([healthy()[3]], Expectations(bos_shape="ramp"))  # a single revision: no rise at all
     assert (one.key, one.message) == ("flat: 0.0 of 0.0 pts",
                                       "BOS fraction is flat: largest adjacent rise 0.0 of 0.0 points; expected ramp")
@@ -521,6 +541,20 @@ def test_f5_names_the_revisions_without_pr():
     assert "at step4, step5, step6:" in judge_f5(recs).message
 
 
+def test_f5_lead_of_less_than_two():
+    """C elevated at 6e10 and crossing at 1e11: 1.67x earlier, said so."""
+    v = judge_f5(healthy(tokens=(1e8, 1e9, 3e9, 1e10, 6e10, 1e11, 1e12),
+                         pr={A: (PR_HIGH,) * 7, B: (PR_LOW,) + (PR_HIGH,) * 6, C: (PR_LOW,) * 4 + (PR_HIGH,) * 3}))
+    assert "L5_H2: PR elevated step4, crosses 50x step5 (1.67x earlier)" in v.message
+    assert v.figure.bar == 0.0 and v.figure.value == 0.0
+
+
+def test_f5_every_head_crossing_at_the_first_revision_has_no_rise_rule():
+    v = judge_f5(healthy(induction_sets=((A, B, C),) * 7, pr={A: (PR_HIGH,) * 7, B: (PR_HIGH,) * 7, C: (PR_HIGH,) * 7}))
+    assert v.details.rise_holds is None and v.details.rise_null_p is None and "rise rule" not in v.message
+    assert {h.head: h.rises for h in v.details.heads} == {A: None, B: None, C: None}
+
+
 def test_f5_with_two_dimensional_heads():
     """d_head 2 is the smallest head F5 can judge (bar 1 + 0.1 x 1 = 1.1)."""
     recs = healthy(pr={A: (1.2,) * 7, B: (1.0,) + (1.2,) * 6, C: (1.0,) * 3 + (1.2,) * 4})
@@ -529,6 +563,8 @@ def test_f5_with_two_dimensional_heads():
         r.pr = {h: (v if h in (A, B, C) else 1.0) for h, v in r.pr.items()}
     v = judge_f5(recs)
     assert v.status is Status.HOLDS and v.details.pr_bar == pytest.approx(1.1) and v.details.d_head == 2
+    recs[2].pr = None
+    assert "no per-head PR (or d_head) at step2:" in judge_f5(recs).message
 
 
 def test_f5_details_when_nothing_crosses():
@@ -547,3 +583,143 @@ def test_f4_figure_without_a_final_circuit():
     v = judge_f4(healthy(induction_sets=((A,),) * 6 + ((),)))
     assert (v.figure.value, v.figure.interval, v.figure.method) == (None, None, "no final circuit")
     assert v.details.computed is None and v.details.intermediate is None and v.details.intermediate_holds is None
+
+
+def _without_counts(recs, parts=("task", "induction_circuit", "matched_random")):
+    """The final record with no number of examples on the named top-1s (rates only)."""
+    final = recs[-1]
+    if "task" in parts:
+        final.task = dataclasses.replace(final.task, n=None, top1_count=None)
+    final.ablations = [dataclasses.replace(a, metrics=dataclasses.replace(a.metrics, n=None, top1_count=None))
+                       if a.name in parts else a for a in final.ablations]
+    return recs
+
+
+def test_causal_messages_and_keys():
+    v = judge_causal(healthy())
+    assert v.message == (
+        "at step6: top-1 5.00% baseline, 0.20% with the circuit (L3_H0, L4_H1, L5_H2) ablated = 4.0% of baseline "
+        "(needs <= 25%), 4.00% with 3 matched-random heads ablated; top-1 counts baseline 100/2000, circuit 4/2000, "
+        "random 80/2000; one-sided Fisher exact test on top-1 counts: circuit < random p = 5.06e-20, circuit < "
+        "baseline p = 7.31e-26 (needs < 0.05); holds: decided by both controls: baseline p = 7.31e-26, matched "
+        "random p = 5.06e-20 (< 0.05)")
+    assert v.figure.method == "one-sided Fisher exact test on top-1 counts" and v.figure.p_value == 5.06e-20
+    assert v.details.random_matched_to == "the induction circuit (docs/SPEC.md §4)"
+    none = judge_causal(healthy(ablations=Ablations(random=None)),
+                        Expectations(paper_top1=PaperTop1(baseline=0.05, circuit=0.001, matched_random=0.03)))
+    assert none.key == "4.0% of base (no random control)" and none.message == (
+        "at step6: top-1 5.00% baseline, 0.20% with the circuit (L3_H0, L4_H1, L5_H2) ablated = 4.0% of baseline "
+        "(needs <= 25%), no matched-random control; top-1 counts baseline 100/2000, circuit 4/2000; one-sided Fisher "
+        "exact test on top-1 counts: circuit < random p = n/a, circuit < baseline p = 7.31e-26 (needs < 0.05); not "
+        "established: missing evidence: matched-random ablation; paper reports (not in these records, not used): "
+        "top-1 5.00% baseline, 0.10% circuit, 3.00% matched random")
+
+
+def test_causal_with_rates_only():
+    v = judge_causal(_without_counts(healthy()))
+    assert v.status is Status.NOT_ESTABLISHED and v.key == "4.0% of base (rand 80.0%)"
+    assert v.message.endswith("4.00% with 3 matched-random heads ablated; top-1 counts unknown (the record states no "
+                              "number of examples): no exact test; not established: missing evidence: top-1 counts")
+    only_random = judge_causal(_without_counts(healthy(), parts=("matched_random",)))
+    assert only_random.status is Status.NOT_ESTABLISHED and only_random.details.missing == ("top-1 counts",)
+    assert only_random.details.p_vs_baseline is not None and only_random.details.p_vs_random is None
+
+
+def test_causal_with_a_zero_baseline():
+    v = judge_causal(healthy(ablations=Ablations(baseline=0.0, circuit=0.0, random=0.0)))
+    assert v.status is Status.FAILS and v.key == "? of base" and v.margin is None
+    assert "ablated (needs <= 25%)" in v.message and v.details.share_of_baseline is None
+
+
+def test_causal_exact_test_at_alpha_is_not_below_it():
+    """The exact test's p equal to alpha does not pass: p < alpha is needed."""
+    from headwatch.stats import fisher_less
+
+    spec = dataclasses.replace(SPEC, causal_alpha=fisher_less(10, 2000, 20, 2000))
+    v = judge_causal(healthy(ablations=Ablations(baseline=0.1, circuit=0.005, random=0.01)), spec=spec)
+    assert v.status is Status.CONSISTENT_NOT_ESTABLISHED and v.details.p_vs_random == pytest.approx(spec.causal_alpha, rel=1e-3)
+
+
+def test_causal_a_control_in_the_record_is_used_whatever_the_panel_says():
+    v = judge_causal(healthy(), Expectations(no_matched_random="the panel thought none exists"))
+    assert v.status is Status.HOLDS
+    na = judge_causal(healthy(ablations=Ablations(random=None)), Expectations(no_matched_random="none exists"))
+    assert na.status is Status.NOT_APPLICABLE and na.details.missing == ()
+    assert na.message.endswith("not applicable: decided by the panel: this model has no matched-random control "
+                               "(none exists)")
+
+
+# ---- formation, in words ------------------------------------------------------------------------
+
+
+def test_formation_messages_and_keys():
+    v = judge_formation(healthy(), FORMATION_EXPECT)
+    assert (v.key, v.message) == ("3 heads, t_ind step1, top-1 0.05", (
+        "formed as declared: 3 heads >= 50x at step6: L3_H0 80x, L4_H1 80x, L5_H2 80x; 0 at step0; t_induction step1 "
+        "(in (100M, 1B] tokens); top-1 0.05 [0.0409, 0.0605]; numeric path: not recorded (provenance.training)"))
+    assert (v.figure.value, v.figure.bar, v.margin) == (3.0, 3.0, 0.0)
+    assert v.details.final_top1_interval == (0.04086, 0.06048) and v.details.t_induction_before == Point("step0", 1e8)
+    never = judge_formation(healthy(induction_sets=((),) * 7), FORMATION_EXPECT)
+    assert (never.key, never.message) == ("0 heads, t_ind never, top-1 0.05", (
+        "did not form as declared: 0 heads >= 50x at step6 (needs >= 3); t_induction never (needs between step1 and "
+        "step5); measured: 0 heads >= 50x at step6: none (best L0_H0 1x); 0 at step0; t_induction never; top-1 0.05 "
+        "[0.0409, 0.0605]; numeric path: not recorded (provenance.training)"))
+    assert never.margin == -3.0 and never.details.best_head_final == "L0_H0"
+    na = judge_formation(healthy())
+    assert na.message.startswith("no formation declared in the panel; measured: 3 heads >= 50x at step6:")
+    assert na.figure.bar is None and na.details.declared == {}
+
+
+def test_formation_with_intervals_and_training_provenance():
+    recs = healthy()
+    recs[-1].intervals = RecordIntervals(
+        level=0.95, methods={"induction_heads": "bootstrap heads", "selectivity": "bootstrap"},
+        selectivity={A: {"induction": (70.0, 90.0)}}, induction_heads=(2.0, 3.0), task_top1=(0.04, 0.061))
+    recs[-1].provenance["training"] = {"numerics": "pinned"}
+    v = judge_formation(recs, FORMATION_EXPECT)
+    assert v.message == (
+        "formed as declared: 3 heads >= 50x at step6 (95% interval [2, 3]): L3_H0 80x [70, 90], L4_H1 80x, L5_H2 80x; "
+        "0 at step0; t_induction step1 (in (100M, 1B] tokens); top-1 0.05 [0.04, 0.061]; numeric path: "
+        "{'numerics': 'pinned'}")
+    assert v.figure.interval == (2.0, 3.0) and v.figure.method == "bootstrap heads"
+    assert v.details.heads_final_intervals == {A: (70.0, 90.0)} and v.details.training == {"numerics": "pinned"}
+    nocount = healthy()
+    nocount[-1].task = dataclasses.replace(nocount[-1].task, n=None, top1_count=None)
+    v = judge_formation(nocount, FORMATION_EXPECT)
+    assert v.details.final_top1_interval is None and "; top-1 0.05; numeric path" in v.message
+    zero_n = healthy()
+    zero_n[-1].task = dataclasses.replace(zero_n[-1].task, n=0)
+    assert judge_formation(zero_n, FORMATION_EXPECT).details.final_top1_interval is None
+    unknown = judge_formation(healthy(ablations=None), FORMATION_EXPECT)
+    assert unknown.key == "3 heads, t_ind step1" and "; top-1 unknown; numeric path" in unknown.message
+
+
+def test_formation_sink_conditions_in_words():
+    v = judge_formation(healthy(), Expectations(formation=Formation(min_bos_heads_final=30, bos_after_induction=True,
+                                                                     bos_persists=True)))
+    assert v.details.unmet == ("24 BOS heads >= 30x at step6 (needs >= 30)",
+                               "first BOS head at step1, t_induction step1 (needs a BOS head, first strictly after "
+                               "t_induction)")
+    assert "; 24 BOS heads >= 30x at step6: L2_H0 80x, L2_H1 80x," in v.message
+    assert v.message.endswith("L7_H3 80x; first BOS head at step1 (L7_H0, L7_H1); numeric path: not recorded "
+                              "(provenance.training)")
+    for declared in (dict(min_bos_heads_final=1), dict(bos_after_induction=True), dict(bos_persists=True)):
+        assert "BOS heads >= 30x at step6:" in judge_formation(healthy(), Expectations(formation=Formation(**declared))).message
+    plain = judge_formation(healthy(), Expectations(formation=Formation(min_induction_heads_final=1)))
+    assert "BOS heads" not in plain.message
+    none = judge_formation(healthy(bos_fractions=(0.0,) * 7), Expectations(formation=Formation(bos_after_induction=True)))
+    assert none.details.unmet == ("first BOS head at no revision, t_induction step1 (needs a BOS head, first strictly "
+                                  "after t_induction)",) and "0 BOS heads >= 30x at step6: none; first BOS head at no revision" in none.message
+    no_induction = judge_formation(healthy(induction_sets=((A,),) * 7), Expectations(formation=Formation(
+        bos_after_induction=True)))
+    assert no_induction.details.unmet == ("first BOS head at step1, t_induction never (needs a BOS head, first strictly "
+                                          "after t_induction)",)
+
+
+def test_formation_conditions_not_declared_are_not_checked():
+    early = healthy(induction_sets=((A, B, C),) * 7)
+    assert judge_formation(early, Expectations(formation=Formation(min_induction_heads_final=3))).status is Status.HOLDS
+    v = judge_formation(healthy(), Expectations(formation=Formation(formed_within=FormationWindow(revisions=("step1", "nope")))))
+    assert v.details.unmet == ("t_induction step1 (needs between step1 and nope)",)
+    v = judge_formation(healthy(), Expectations(formation=Formation(formed_within=FormationWindow(revisions=("nope", "step1")))))
+    assert v.status is Status.FAILS
