@@ -605,15 +605,15 @@ def judge_causal(records: Sequence[MeasurementRecord], expect: Expectations = _N
         missing = [m for m in missing if m != "matched-random ablation"]
     elif missing:
         status, decided = Status.NOT_ESTABLISHED, "missing evidence: " + " and ".join(missing)
+    elif v.holds:
+        status = Status.HOLDS
+        decided = f"both controls: baseline p = {p_base:.3g}, matched random p = {p_rnd:.3g} (< {alpha:g})"
     else:
-        weak = [(name, p) for name, p in (("baseline", p_base), ("matched random", p_rnd)) if p >= alpha]  # type: ignore[operator]
-        if weak:
-            status = Status.CONSISTENT_NOT_ESTABLISHED
-            decided = ("the exact test against " + " and ".join(f"{name} (p = {p:.3g})" for name, p in weak)
-                       + f", not below {alpha:g}; the point rules pass")
-        else:
-            status = Status.HOLDS
-            decided = f"both controls: baseline p = {p_base:.3g}, matched random p = {p_rnd:.3g} (< {alpha:g})"
+        weak = [(name, p) for name, p, ok in (("baseline", p_base, v.below_baseline), ("matched random", p_rnd,
+                                                                                     v.beats_random)) if not ok]
+        status = Status.CONSISTENT_NOT_ESTABLISHED
+        decided = ("the exact test against " + " and ".join(f"{name} (p = {p:.3g})" for name, p in weak)
+                   + f", not below {alpha:g}; the point rules pass")
     message += f"; {status.words}: " + (decided if status is Status.NOT_ESTABLISHED else f"decided by {decided}")
     paper = expect.paper_top1
     if paper is not None:

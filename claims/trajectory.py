@@ -430,15 +430,15 @@ class HeadNull:
     level_null_share: float
     rises: bool | None
     rise_null_share: float | None
-    before_null_share: float = 0.0
+    before_null_share: float
 
 
 def elevated_by(records: Sequence[MeasurementRecord], index: int,
                 fraction: float = SPEC.pr_elevation_fraction) -> frozenset[str]:
-    """Heads whose PR is elevated at some revision up to and including ``index`` (token order;
-    empty for a negative index)."""
-    recs = by_tokens(records)[: index + 1] if index >= 0 else []
-    return frozenset(h for r in recs for h, v in (r.pr or {}).items() if is_elevated(v, r.d_head, fraction))
+    """Heads whose PR is elevated at some revision up to and including ``index`` (token order; none
+    for index -1, before the first revision). Every record needs ``pr``."""
+    recs = by_tokens(records)[: index + 1]
+    return frozenset(h for r in recs for h, v in r.pr.items() if is_elevated(v, r.d_head, fraction))  # type: ignore[union-attr]
 
 
 def rises_by(pr_series: Sequence[float], index: int, rise_fraction: float = SPEC.f5_rise_fraction) -> bool | None:
@@ -453,7 +453,7 @@ def head_nulls(records: Sequence[MeasurementRecord], leads: Sequence[HeadLead],
                rise_fraction: float = SPEC.f5_rise_fraction) -> tuple[HeadNull, ...]:
     """:class:`HeadNull` of each final induction head that crosses (every record needs ``pr``)."""
     recs = by_tokens(records)
-    heads = list(recs[0].pr or {})
+    heads = list(recs[0].pr)  # type: ignore[arg-type]
     series = {h: [float(r.pr[h]) for r in recs] for h in heads}  # type: ignore[index]
     out = []
     for lead in leads:
@@ -488,11 +488,11 @@ class F5Null:
 def f5_null(records: Sequence[MeasurementRecord], leads: Sequence[HeadLead],
             fraction: float = SPEC.pr_elevation_fraction,
             rise_fraction: float = SPEC.f5_rise_fraction) -> F5Null | None:
-    """:class:`F5Null` for the final heads ``leads`` (None: no head crosses)."""
+    """:class:`F5Null` for the final heads ``leads`` (None: no head crosses). Every record needs ``pr``."""
     recs = by_tokens(records)
-    heads = list(recs[0].pr or {})
+    heads = list(recs[0].pr)  # type: ignore[arg-type]
     crossings = [l.crossed.index for l in leads if l.crossed is not None]
-    if not crossings or not heads:
+    if not crossings:
         return None
     series = {h: [float(r.pr[h]) for r in recs] for h in heads}  # type: ignore[index]
     n = len(heads)
@@ -588,11 +588,6 @@ class AblationVerdict:
     def holds(self) -> bool:
         """Both point rules and both exact tests."""
         return self.cuts_enough and self.beats_random and self.below_baseline
-
-    @property
-    def holds_at_point(self) -> bool:
-        """The point rules only (what the suite asserted before the exact tests)."""
-        return self.cuts_enough and self.below_random
 
 
 def ablation_verdict(record: MeasurementRecord, max_share: float = SPEC.ablation_max_share,

@@ -567,6 +567,13 @@ def test_f5_with_two_dimensional_heads():
     assert "no per-head PR (or d_head) at step2:" in judge_f5(recs).message
 
 
+def test_f5_on_a_single_revision():
+    """One revision: every final head crosses at it; elevated there or not at all."""
+    v = judge_f5([healthy()[-1]])
+    assert v.status is Status.HOLDS and v.details.null_p == pytest.approx(3 / 32 * 2 / 31 * 1 / 30, rel=1e-3)
+    assert v.details.null_p_before == 0.0 and v.details.rise_holds is None and v.details.at == (A, B, C)
+
+
 def test_f5_details_when_nothing_crosses():
     v = judge_f5(healthy(induction_sets=((A,),) * 6 + ((),)))
     assert (v.details.d_head, v.details.null_alpha, v.details.heads) == (64, 0.05, ())

@@ -133,6 +133,8 @@ def test_f5_null_probability_from_the_files(pythia, olmo):
     assert p.null_p == pytest.approx(52 * 51 * 54 / (128 * 127 * 126), rel=1e-3) and round(p.null_p, 3) == 0.070
     assert o.null_p == pytest.approx(93 * 107 * 145 / (256 * 255 * 254), rel=1e-3) and round(o.null_p, 3) == 0.087
     assert [h.level_null_share for h in p.heads] == pytest.approx([52 / 128, 56 / 128, 52 / 128], abs=1e-4)
+    # strictly before the crossings 27, 27 and 52 of 128 are elevated
+    assert p.null_p_before == pytest.approx(27 * 26 * 50 / (128 * 127 * 126), rel=1e-3)
     # half the final heads are elevated at the very revision they cross, not before it
     assert (p.before, p.at) == (("L4_H4",), ("L7_H0", "L7_H1")) and (o.before, o.at) == (("L4_H12", "L12_H8"), ("L2_H11",))
 

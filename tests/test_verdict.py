@@ -11,6 +11,7 @@ from headwatch.claims.check import PYTEST_OUTCOME
 from headwatch.claims.judge import judge_model
 from headwatch.claims.verdict import (
     DETAILS, GRID, OPEN, STATUS_WORDS, WORDS, DeclaredOutcome, KeyFigure, Status, Verdict, declared_outcome, fmt_interval,
+    fmt_number,
 )
 from headwatch.names import did_you_mean, model_matches, split_list
 from headwatch.probes.record import ProbeSettings
@@ -67,6 +68,9 @@ def test_interval_notation():
     assert fmt_interval((10.0, 23.0), ends=GRID) == "(10, 23]" and fmt_interval((1000.0, None), ends=OPEN) == "(1000, inf)"
     assert fmt_interval((None, 3.0)) == "(-inf, 3]" and fmt_interval(None) == ""
     assert KeyFigure("q", 1.0, interval=(1.0, None), ends=GRID).interval_text() == "(1, inf)"
+    assert [fmt_number(x) for x in (999.4, 1000.0, 999999.0, 1e6, 1.02e6, -2500.0)] == [
+        "999", "1000", "999999", "1e+06", "1.02e+06", "-2500"]
+    assert fmt_number(1500.5, "g") == "1500.5" and fmt_interval((2.0, 3.0), "g") == "[2, 3]"
 
 
 def test_skip_reasons_start_with_the_status_in_words():
