@@ -798,8 +798,8 @@ def surprises(verdicts: dict[str, Verdict]) -> int:
     or heads). Any makes ``headwatch judge`` and ``report`` exit 1."""
     def news(v: Verdict) -> bool:
         outcome = declared_outcome(v)
-        if outcome is None:
-            return v.status is Status.FAILS and v.declared_deviation is None
+        if outcome is None:  # nothing declared (a failing verdict with a declaration has an outcome)
+            return v.status is Status.FAILS
         return outcome is not DeclaredOutcome.MATCHED
 
     return sum(1 for v in verdicts.values() if news(v))

@@ -332,6 +332,8 @@ def test_not_judged_keeps_the_measurement():
     assert verdicts["formation"].status is Status.FAILS
     assert all(v.status is Status.NOT_JUDGED for c, v in verdicts.items() if c != "formation")
     assert verdicts["F2"].message.endswith("expected ramp") and verdicts["F2"].key.startswith("not judged (")
+    keyless = dataclasses.replace(verdicts["F2"], key="")
+    assert not_judged(keyless, verdicts["formation"]).key == "not judged"
     formed = judge_model(healthy(), FORMATION_EXPECT)
     assert formed["formation"].status is Status.HOLDS and formed["F4"].status is Status.HOLDS
     assert formed["formation"].margin == 0.0

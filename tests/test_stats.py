@@ -160,3 +160,28 @@ def test_record_intervals_of_counts_and_bootstrap():
     exact_only = record_intervals(values, baseline, valid, task=task, ablations={}, n_resamples=0, seed=0,
                                   level=0.95, induction_threshold=1.0, bos_threshold=1.0)
     assert exact_only.selectivity == {} and exact_only.bos_fraction is None and "selectivity" not in exact_only.methods
+
+
+def test_exact_tests_refuse_impossible_counts():
+    for args in ((0, 0, 1, 5), (-1, 5, 1, 5), (6, 5, 1, 5), (1, 5, 0, 0), (1, 5, 6, 5), (1, 5, -1, 5)):
+        with pytest.raises(ValueError, match="a binomial count needs"):
+            fisher_less(*args)
+    assert fisher_less(0, 5, 5, 5) == pytest.approx(1 / 252) and fisher_less(5, 5, 0, 5) == 1.0
+    with pytest.raises(ValueError, match="a binomial count needs"):
+        clopper_pearson(0, 0)
+    assert clopper_pearson(0, 1) == pytest.approx((0.0, 0.975)) and clopper_pearson(1, 1) == pytest.approx((0.025, 1.0))
+
+
+def test_count_from_rate_at_its_tolerance():
+    assert count_from_rate(0.5, 2, tolerance=0.0) == 1
+    with pytest.raises(ValueError, match="is not a count over N = 1000"):
+        count_from_rate(0.00500102, 1000)  # 5.00102 examples: 0.00102 from a count
+    with pytest.raises(ValueError, match="is not a count over N = 2"):
+        count_from_rate(1.5, 2)  # 3 of 2
+
+
+def test_count_from_rate_at_the_ends_and_finite_or_none():
+    from headwatch.stats import finite_or_none
+
+    assert count_from_rate(0.0, 2000) == 0 and count_from_rate(1.0, 4) == 4
+    assert [finite_or_none(x) for x in (None, float("inf"), float("nan"), 2.0, 0)] == [None, None, None, 2.0, 0.0]

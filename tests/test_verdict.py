@@ -10,8 +10,9 @@ from headwatch.claims import synthetic as S
 from headwatch.claims.check import PYTEST_OUTCOME
 from headwatch.claims.judge import judge_model
 from headwatch.claims.verdict import (
-    DETAILS, GRID, OPEN, STATUS_WORDS, WORDS, DeclaredOutcome, KeyFigure, Status, Verdict, declared_outcome, fmt_interval,
-    fmt_number,
+    DETAILS, GRID, OPEN, STATUS_WORDS, WORDS, DeclaredOutcome, KeyFigure, Status, Verdict, check_deviation, declared_outcome,
+    fmt_interval,
+    fmt_number, fmt_share,
 )
 from headwatch.names import did_you_mean, model_matches, split_list
 from headwatch.probes.record import ProbeSettings
@@ -135,3 +136,41 @@ def test_figure_captions_take_their_numbers_from_spec(monkeypatch):
         assert text in captions, text
     for stale in ("50x", "30x", "2.5%", ">= 3 heads", "layers 0/1,"):
         assert stale not in captions, stale
+
+
+def test_fmt_share_writes_simple_fractions_only():
+    assert [fmt_share(x) for x in (2 / 3, 0.5, 3 / 4, 0.1, 1 / 11, 0.0, 1.0, 0.5 + 1.02e-9)] == [
+        "2/3", "1/2", "3/4", "1/10", "0.0909", "0", "1", "0.5"]
+
+
+def test_declared_deviation_matching():
+    failing = judge_model(S.NEGATIVE_CONTROLS["ramp_for_declared_step"].records(),
+                          S.NEGATIVE_CONTROLS["ramp_for_declared_step"].expect)["F2"]  # key 0.3333, fails
+    key = failing.figure.value
+    assert check_deviation(failing, Deviation("r", key=(key, 1.0))).matches  # the key at either end matches
+    assert check_deviation(failing, Deviation("r", key=(0.0, key))).matches
+    assert not check_deviation(failing, Deviation("r", key=(key + 1e-6, 1.0))).matches
+    assert check_deviation(failing, Deviation("r", key=(0.9, 1.0)), one_revision_of_many=True).matches  # key not checked
+    held = judge_model(S.healthy(), S.HEALTHY_EXPECT)["F2"]
+    found = check_deviation(held, Deviation("r", key=(0.0, 1.0), revisions=()))
+    assert not found.matches and found.measured == "the claim holds; key 0.3333; revisions none"
+    no_figure = replace(failing, figure=None)
+    assert not check_deviation(no_figure, Deviation("r", key=(0.0, 1.0))).matches
+    assert check_deviation(no_figure, Deviation("r", key=(0.0, 1.0))).measured == "key none"
+    f1 = judge_model(S.NEGATIVE_CONTROLS["bos_head_in_layer_0"].records())["F1"]  # fails at step2, head L0_H1
+    assert check_deviation(f1, Deviation("r", revisions=("step2",), heads=("L0_H1",))).matches
+    assert not check_deviation(f1, Deviation("r", revisions=("step2", "step3"))).matches  # exactly these fail
+    assert check_deviation(f1, Deviation("r", revisions=("step2", "step3")), one_revision_of_many=True).matches
+    assert not check_deviation(held, Deviation("r", revisions=())).matches
+
+
+def test_json_form_edges():
+    from headwatch.claims.verdict import F1Details, Point, _build, plain
+
+    assert plain(Point) is Point and plain(Point("s", 1.0)) == {"revision": "s", "tokens": 1.0}
+    assert _build(Point | str, "abc") == "abc"
+    older = _build(F1Details, {"layers": [0, 1], "threshold": 30.0})  # verdict JSON without the later fields
+    assert (older.revisions_checked, older.bos_heads_anywhere, older.vacuous_revisions) == (0, 0, ())
+    from headwatch.claims.verdict import CausalDetails
+
+    assert _build(CausalDetails, {}).n_random_heads == 0 and CausalDetails().counts_reconstructed is False
