@@ -89,13 +89,15 @@ def test_causal_below_baseline_exact_test_decides():
 
 def test_causal_names_the_revision_the_ablations_were_measured_on_and_the_papers_figures():
     recs = healthy()
-    recs[-1].provenance["ablation_file"] = {"revision_in_file": "main"}
+    recs[-1].provenance["ablation_file"] = {"revision_in_file": "main", "relative_to": {"matched_random": "another set"}}
     paper = PaperTop1(baseline=0.05, circuit=0.001, matched_random=0.03)
     verdict = judge_causal(recs, Expectations(paper_top1=paper))
     assert verdict.message.startswith("at step6 (ablations measured on main):") and verdict.details.measured_on == "main"
     assert ("paper reports (not in these records, not used): top-1 5.00% baseline, 0.10% circuit, 3.00% matched "
             "random (the records' matched random, used: 4.00%)") in verdict.message
     assert verdict.details.paper_top1 == {"baseline": 0.05, "circuit": 0.001, "matched_random": 0.03}
+    assert verdict.details.random_matched_to == "another set" and verdict.key.endswith("\u2020")
+    assert "; NOTE matched-random is matched to another set;" in verdict.message
 
 
 def test_negative_control_causal_empty_circuit_is_not_judged():

@@ -649,6 +649,14 @@ def test_causal_exact_test_at_alpha_is_not_below_it():
     assert v.status is Status.CONSISTENT_NOT_ESTABLISHED and v.details.p_vs_random == pytest.approx(spec.causal_alpha, rel=1e-3)
 
 
+def test_causal_baseline_test_at_alpha_is_not_below_it():
+    from headwatch.stats import fisher_less
+
+    spec = dataclasses.replace(SPEC, causal_alpha=fisher_less(2, 2000, 9, 2000))  # circuit 2 vs baseline 9
+    v = judge_causal(healthy(ablations=Ablations(baseline=0.0045, circuit=0.001, random=0.02)), spec=spec)
+    assert v.status is Status.CONSISTENT_NOT_ESTABLISHED and v.details.decided_by.startswith("the exact test against baseline")
+
+
 def test_causal_a_control_in_the_record_is_used_whatever_the_panel_says():
     v = judge_causal(healthy(), Expectations(no_matched_random="the panel thought none exists"))
     assert v.status is Status.HOLDS
@@ -699,6 +707,9 @@ def test_formation_with_intervals_and_training_provenance():
     zero_n = healthy()
     zero_n[-1].task = dataclasses.replace(zero_n[-1].task, n=0)
     assert judge_formation(zero_n, FORMATION_EXPECT).details.final_top1_interval is None
+    rate_only = healthy()
+    rate_only[-1].task = dataclasses.replace(rate_only[-1].task, top1_count=None)
+    assert judge_formation(rate_only, FORMATION_EXPECT).details.final_top1_interval is None
     unknown = judge_formation(healthy(ablations=None), FORMATION_EXPECT)
     assert unknown.key == "3 heads, t_ind step1" and "; top-1 unknown; numeric path" in unknown.message
 

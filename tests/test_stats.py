@@ -167,6 +167,7 @@ def test_exact_tests_refuse_impossible_counts():
         with pytest.raises(ValueError, match="a binomial count needs"):
             fisher_less(*args)
     assert fisher_less(0, 5, 5, 5) == pytest.approx(1 / 252) and fisher_less(5, 5, 0, 5) == 1.0
+    assert fisher_less(0, 1, 1, 1) == pytest.approx(0.5) and fisher_less(1, 1, 0, 1) == 1.0
     with pytest.raises(ValueError, match="a binomial count needs"):
         clopper_pearson(0, 0)
     assert clopper_pearson(0, 1) == pytest.approx((0.0, 0.975)) and clopper_pearson(1, 1) == pytest.approx((0.025, 1.0))

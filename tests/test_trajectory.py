@@ -387,3 +387,17 @@ def test_ablation_verdict_needs_the_circuit_ablation():
 
 def test_elevated_by_before_the_first_revision_is_empty():
     assert T.elevated_by(healthy(), -1) == frozenset() and T.elevated_by(healthy(), 0) == {A}
+
+
+def test_ablation_verdict_needs_the_cut_as_well_as_both_tests():
+    count = T.Top1Count
+    v = T.AblationVerdict(baseline_top1=0.1, circuit_top1=0.05, random_top1=0.2, circuit_heads=(A,), random_heads=(B,),
+                          max_share=0.25, baseline_count=count(200, 2000, False), circuit_count=count(100, 2000, False),
+                          random_count=count(400, 2000, False))
+    assert v.beats_random and v.below_baseline and not v.cuts_enough and not v.holds
+
+
+def test_a_lead_needs_a_crossing():
+    recs = healthy(pr={**HEALTHY["pr"], "L7_H3": (PR_HIGH,) * 7})  # elevated from step0, never an induction head
+    lead = T.head_lead(recs, "L7_H3")
+    assert lead.elevated.index == 0 and lead.crossed is None and lead.lead is None

@@ -65,7 +65,15 @@ DISPLAY_HELPERS = {"_round", "_sig", "_pct", "round", "format"}
 
 #: Mutants that cannot change any result, by id, with the reason. Reported as equivalent only if
 #: they survive; one that is caught is reported as caught.
-EQUIVALENT: dict[str, str] = {}
+EQUIVALENT: dict[str, str] = {
+    "claims/judge.py::judge_f4::at is not None and c is not None and (c.revision == at.point.revision) -> "
+    "at is not None and c.revision == at.point.revision":
+        "a reading's recall point (c) is None only when the final revision has no induction head; the recall "
+        "series is then empty, so the paper's revision (at) is None as well and the dropped test is never reached",
+    "claims/verdict.py::fmt_share::abs(x - num / den) < 1e-09 -> abs(x - num / den) <= 1e-09":
+        "no float lies exactly 1e-9 from a fraction num/den with den <= 10: near such a fraction (>= 0.1) floats "
+        "are multiples of 2^-56 or coarser, and 1e-9 is not one, so < and <= never differ",
+}
 
 
 # ---- mutants ------------------------------------------------------------------------------------
