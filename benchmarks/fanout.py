@@ -30,7 +30,8 @@ import threading
 import time
 from pathlib import Path
 
-from headwatch.fixtures.tinypanel import write_tiny_hub_panel
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "testing"))  # the test harness: not installed
+from headwatch_testing.tinypanel import write_tiny_hub_panel  # noqa: E402
 
 CONFIG = dict(n_layers=4, n_heads=8, d_model=128)
 PROBE = dict(n_examples=128, seq_len=128, n_pr=128, vocab_lo=16, vocab_hi=300, batch_size=16)

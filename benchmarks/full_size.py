@@ -9,7 +9,7 @@ peak memory is its own:
 
 1. build (cached in ``--folder``, default ``.cache/full-size`` in a checkout: ``headwatch.paths``):
    a random-init checkpoint in the stored dtype (Pythia float16, OLMo float32, OLMoE bfloat16),
-   written one layer at a time (``fixtures/random_checkpoint.py``); ``--in-memory`` skips the
+   written one layer at a time (``testing/headwatch_testing/random_checkpoint.py``); ``--in-memory`` skips the
    checkpoint and builds the float32 model on the device instead (no load, no hash: for a GPU
    lease short of time);
 2. load through ``headwatch.fixtures.loading.load_checkpoint``: memory plan (OLMoE in less than
@@ -38,7 +38,7 @@ import sys
 import time
 from pathlib import Path
 
-from headwatch.fixtures.realconfigs import REAL_MODELS, real_config
+from headwatch.fixtures.realconfigs import PAPER_MODELS, REAL_MODELS, real_config
 from headwatch.names import did_you_mean, split_list
 from headwatch.paths import default_cache_dir
 
@@ -113,7 +113,8 @@ def count_flops(model, settings) -> float:
 
 
 def child_build(name: str, folder: Path) -> dict:
-    from headwatch.fixtures.random_checkpoint import write_random_checkpoint
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "testing"))  # the test harness: not installed
+    from headwatch_testing.random_checkpoint import write_random_checkpoint
 
     info = write_random_checkpoint(real_config(name), folder, seed=0,
                                    progress=lambda msg: print(f"  {name}: {msg}", file=sys.stderr, flush=True))
@@ -214,7 +215,8 @@ def table(rows: list[dict]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default=",".join(MODELS), help=f"comma list of {', '.join(MODELS)}")
+    parser.add_argument("--models", default=",".join(PAPER_MODELS),
+                        help=f"comma list of {', '.join(MODELS)} (default: the paper's three)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     parser.add_argument("--n-examples", type=int, default=8)
     parser.add_argument("--seq-len", type=int, default=256)

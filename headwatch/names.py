@@ -5,10 +5,13 @@ One rule each, used by the pytest options, the CLI, the panel parser and the loa
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable
 
 #: How alike (difflib ratio) a known name must be to be offered as "did you mean".
 CLOSE_CUTOFF = 0.5
+#: Where a branch name states its training step (group 1): ``step3000``, ``step11000-tokens23B``.
+STEP_PATTERN = r"step(\d+)"
 
 
 def split_list(values: Iterable[str] | str | None) -> list[str]:
@@ -18,6 +21,12 @@ def split_list(values: Iterable[str] | str | None) -> list[str]:
     if isinstance(values, str):
         values = [values]
     return [v.strip() for item in values for v in item.split(",") if v.strip()]
+
+
+def step_number(revision: str, pattern: str = STEP_PATTERN) -> int | None:
+    """The training step in a branch name (``step11000-tokens23B`` -> 11000), or None."""
+    m = re.search(pattern, revision)
+    return int(m.group(1)) if m else None
 
 
 def model_matches(query: str, repo: str, *aliases: str | None) -> bool:

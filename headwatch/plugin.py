@@ -1,4 +1,7 @@
-"""The headwatch pytest plugin: options, panel selection, the claim tests' fixtures, xdist, report.
+"""The headwatch pytest plugin: the claim tests' fixtures, xdist, the report, the exit status.
+
+Its options and what they select (panels, models, revisions, the provider) are
+:mod:`headwatch.selection`'s, the same the CLI's subcommands take; ``--no-train`` is its own.
 
 Registered through the ``pytest11`` entry point, so pytest loads it wherever headwatch is installed.
 It stays inert for anyone else's tests: nothing is parsed, trained, measured or printed unless a
@@ -66,13 +69,30 @@ ERROR_PROPERTY = "headwatch_error"
 class HeadwatchSession:
     """Everything the plugin knows about one pytest session (on each process)."""
 
-    options: Any  # ProviderOptions
-    panels: list[Any]  # Panel
-    selection: list[Any]  # PanelModel, revisions resolved once ``resolved``
-    provider: Any  # Provider, which owns the session's RunInfo
-    resolved: bool = False
+    #: The user's selection (headwatch.selection.Selection): panels, models, the provider and its RunInfo.
+    chosen: Any
     #: organisms already handed to the trainer (once per session, on the process with the terminal)
     pretrained: bool = False
+
+    @property
+    def options(self):  # ProviderOptions
+        return self.chosen.options
+
+    @property
+    def panels(self) -> list[Any]:  # Panel
+        return self.chosen.panels
+
+    @property
+    def selection(self) -> list[Any]:  # PanelModel, revisions resolved once ``resolved``
+        return self.chosen.models
+
+    @property
+    def resolved(self) -> bool:
+        return self.chosen.resolved
+
+    @property
+    def provider(self):  # Provider, which owns the session's RunInfo
+        return self.chosen.provider
 
     @property
     def run(self):
@@ -81,42 +101,25 @@ class HeadwatchSession:
 
 # ---- options ----------------------------------------------------------------------------------
 
-_OPTION_DEFAULTS = {
-    "panel": [], "models": [], "revisions": [], "device": "auto", "dtype": None, "hw_cache_dir": None,
-    "n_examples": None, "refresh": False, "reference_dir": None, "no_train": False,
-}
+#: The selection options pytest takes (headwatch.selection.OPTIONS: the CLI's flags, meaning the same).
+SELECTION_OPTIONS = ("panel", "models", "revisions", "device", "dtype", "n_examples", "cache_dir", "hub_cache_dir",
+                     "organisms_cache_dir", "reference_dir", "refresh")
+#: headwatch's options live under this prefix in pytest's namespace (``config.getoption("headwatch_panel")``).
+DEST = "headwatch_"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    from headwatch import validation  # standard library only: cheap for a foreign test run
+    from headwatch import selection  # the standard library and headwatch's rules only: cheap for a foreign run
 
     g = parser.getgroup("headwatch", "headwatch panels and measurements")
-    g.addoption("--panel", action="append", default=[], metavar="NAME|FILE",
-                help="panel(s) to judge: a shipped name (paper, published, organisms) or a TOML file; "
-                     "repeatable or comma list. Default: the panels needing neither network nor GPU.")
-    g.addoption("--models", action="append", default=[], metavar="NAMES",
-                help="only these models (short names or repo ids; comma list)")
-    g.addoption("--revisions", action="append", default=[], metavar="REVS",
-                help="only these revisions (branch names; comma list)")
-    g.addoption("--device", default="auto", type=validation.argtype(validation.device, "--device"),
-                help="cpu, cuda, cuda:N, mps or auto (xdist worker gwN takes cuda:N mod GPU count). Default auto.")
-    g.addoption("--dtype", default=None, choices=["float32", "float16", "bfloat16"],
-                help="load and probe dtype (default: each panel model's own, float32 for the paper)")
-    g.addoption("--cache-dir", dest="hw_cache_dir", default=None, metavar="DIR",
-                help="measurement cache folder (default $HEADWATCH_CACHE_DIR, else .cache/headwatch in a "
-                     "checkout, else ~/.cache/headwatch); organism checkpoints stay in "
-                     "$HEADWATCH_ORGANISMS_CACHE or beside it (organisms/)")
-    g.addoption("--n-examples", type=validation.argtype("n_examples", "--n-examples"), default=None, metavar="N",
-                help="examples in the induction batch (default: the panel's, 2000 for the paper)")
-    g.addoption("--refresh", action="store_true", default=False,
-                help="recompute cached measurements of the selected models")
-    g.addoption("--reference-dir", default=None, metavar="DIR",
-                help="read records from DIR (DIR/<model>/<revision>.json: converted, or written by "
-                     "`headwatch measure --out`) for the models it holds, with its revisions, instead of "
-                     "measuring them or reading the shipped published copy")
-    g.addoption("--no-train", action="store_true", default=False,
+    selection.add_options(g.addoption, SELECTION_OPTIONS, dest_prefix=DEST)
+    g.addoption("--no-train", action="store_true", default=False, dest=DEST + "no_train",
                 help="never train model organisms: the tests of an organism the cache lacks error with the command "
                      "that trains it (default: the first run trains them)")
+
+
+def _get(config: pytest.Config) -> Any:
+    return lambda dest: config.getoption(DEST + dest, None)
 
 
 # ---- when the plugin acts ---------------------------------------------------------------------
@@ -129,7 +132,9 @@ def is_claim_test(path: Path | str) -> bool:
 
 
 def _headwatch_option_given(config: pytest.Config) -> bool:
-    return any(config.getoption(name) != default for name, default in _OPTION_DEFAULTS.items())
+    from headwatch.selection import option_given
+
+    return option_given(_get(config), SELECTION_OPTIONS) or bool(config.getoption(DEST + "no_train"))
 
 
 def _arg_paths(config: pytest.Config) -> list[Path]:
@@ -185,29 +190,6 @@ def run_info(config: pytest.Config):
     return s.run if s is not None else None
 
 
-def _provider_options(config: pytest.Config):
-    from headwatch.fixtures.provider import ProviderOptions
-    from headwatch.paths import default_cache_dir
-
-    refresh = bool(config.getoption("refresh"))
-    workerinput = getattr(config, "workerinput", None)
-    if workerinput is not None and "headwatch_refresh_since" in workerinput:
-        since = workerinput["headwatch_refresh_since"]
-    else:
-        since = time.time() if refresh else None
-    cache_dir = config.getoption("hw_cache_dir")
-    reference_dir = config.getoption("reference_dir")
-    if reference_dir is not None and not Path(reference_dir).expanduser().is_dir():
-        raise pytest.UsageError(f"--reference-dir {reference_dir}: no such folder; give a folder of converted "
-                                "records (<org--name>/<revision>.json)")
-    return ProviderOptions(
-        cache_dir=Path(cache_dir).expanduser().resolve() if cache_dir else default_cache_dir(),
-        device=config.getoption("device"), dtype=config.getoption("dtype"), n_examples=config.getoption("n_examples"),
-        refresh=refresh, refresh_since=since, reference_dir=reference_dir,
-        train_missing=not config.getoption("no_train"),
-    )
-
-
 def _share_cpu_threads(config: pytest.Config) -> None:
     """Give each xdist worker its share of the cores.
 
@@ -223,83 +205,43 @@ def _share_cpu_threads(config: pytest.Config) -> None:
 
 
 def _setup(config: pytest.Config) -> HeadwatchSession:
-    """Parse the panels and the user's selection; bad input is a usage error."""
-    from headwatch.fixtures import panels as panels_mod
-    from headwatch.fixtures.cache import CacheError, ensure_writable
-    from headwatch.fixtures.provider import Provider
-    from headwatch.fixtures.runinfo import RunInfo
-    from headwatch.names import split_list
+    """The user's selection (headwatch.selection: panels, models, provider); bad input is a usage error."""
+    from headwatch import selection
     from headwatch.validation import InputError
 
     _share_cpu_threads(config)
-    options = _provider_options(config)
-    for flag in ("panel", "models", "revisions"):
-        if any(not v.strip(" ,") for v in config.getoption(flag)):  # `--panel ""`: not "the default panels"
-            raise pytest.UsageError(f"--{flag}: got an empty value; give names (a comma list), or leave the option out")
-    names = split_list(config.getoption("panel")) or panels_mod.default_panels()
+    workerinput = getattr(config, "workerinput", None)
+    refresh = bool(config.getoption(DEST + "refresh"))
+    if workerinput is not None and "headwatch_refresh_since" in workerinput:  # the controller's start, on a worker
+        since = workerinput["headwatch_refresh_since"]
+    else:
+        since = time.time() if refresh else None
     try:
-        loaded = [panels_mod.load_panel(n) for n in names]
-        selection = panels_mod.select(loaded, models=split_list(config.getoption("models")) or None)
-    except panels_mod.PanelError as e:
+        choices = selection.read_choices(_get(config), train_missing=not config.getoption(DEST + "no_train"))
+        chosen = selection.select(choices, resolve=False, refresh_since=since)
+        chosen.check_measuring()
+    except InputError as e:
         raise pytest.UsageError(str(e)) from None
-    if any(m.needs_model for m in selection):
-        try:
-            ensure_writable(options.measurement_dir)
-            if options.device != "auto":  # a device that is not there fails now, not in every test
-                from headwatch.fixtures.loading import pick_device
-
-                pick_device(options.device)
-        except (CacheError, InputError) as e:
-            raise pytest.UsageError(str(e)) from None
-    run = RunInfo(panels=[p.name for p in loaded], device=options.device, dtype=options.dtype,
-                  cache_dir=str(options.cache_dir), refresh=options.refresh, n_examples=options.n_examples)
-    s = HeadwatchSession(options=options, panels=loaded, selection=selection, provider=Provider(options, run))
+    s = HeadwatchSession(chosen)
     config.stash[_STATE] = s
-    if not any(m.revision_query for m in selection):
+    if not any(m.revision_query for m in chosen.models):
         select_revisions(config)  # cheap here: bad --revisions fail as usage errors, before collection
     return s
 
 
 def select_revisions(config: pytest.Config) -> list[Any]:
-    """The selected models with concrete revisions (log-spaced specs and --revisions applied).
+    """The selected models with concrete revisions (headwatch.selection.Selection.resolve).
 
     Log-spaced panels list branches (Hub, cache, or an organism's training), so they resolve
     lazily at collection; explicit lists resolve at configure time.
     """
-    from headwatch.fixtures import panels as panels_mod
-    from headwatch.names import did_you_mean, split_list
     from headwatch.validation import InputError
 
     s = state(config)
-    if not s.resolved:
-        models = s.selection
-        if s.options.reference_dir:  # a reference folder brings its own revisions
-            try:
-                models = [m.with_revisions(given) if (given := s.provider.folder_revisions(m)) is not None else m
-                          for m in models]
-            except (ValueError, OSError) as e:  # InputError is a ValueError
-                raise pytest.UsageError(f"--reference-dir {s.options.reference_dir}: {e}") from None
-        try:
-            models = panels_mod.select(
-                [panels_mod.Panel("selection", Path("."), tuple(models))],
-                revisions=split_list(config.getoption("revisions")) or None,
-                list_branches=s.provider.list_revisions,
-            )
-            for m in models:  # a published model's revisions are known now: a missing one is a usage error
-                if m.source == "reference" and not s.options.reference_dir:
-                    published = s.provider.list_revisions(m)
-                    absent = [r for r in m.revisions if r not in published]
-                    if absent:
-                        raise panels_mod.PanelError(
-                            f"model {m.id}: no published measurement at {', '.join(absent)}; published: "
-                            f"{', '.join(published)}" + did_you_mean(absent[0], published))
-        except InputError as e:  # PanelError, LoadingError, ...
-            raise pytest.UsageError(str(e)) from None
-        s.selection, s.resolved = models, True
-        for m in models:
-            s.run.models[m.id] = {"repo": m.repo, "panel": m.panel, "source": m.source,
-                                  "revisions": list(m.sorted_revisions)}
-    return s.selection
+    try:
+        return s.chosen.resolve()
+    except InputError as e:  # PanelError, LoadingError, ...
+        raise pytest.UsageError(str(e)) from None
 
 
 # ---- configure, parametrise ---------------------------------------------------------------------

@@ -93,6 +93,32 @@ class Thresholds:
 #: The table every module reads.
 SPEC = Thresholds()
 
+
+@dataclass(frozen=True)
+class ProbeRun:
+    """SPEC's probe run (docs/SPEC.md §1-§4): the batch, the baseline and the ablation control as
+    the paper's trajectories were measured. ``headwatch.probes.record.ProbeSettings`` takes its
+    defaults from here, and :mod:`headwatch.validation` fills the fields a partial setting leaves out
+    from here when it checks the rules that tie fields together. Not judged: no tolerance tests."""
+
+    #: [§1] examples N, sequence length T, token ids [vocab_lo, vocab_hi), RandomState seed.
+    n_examples: int = 2000
+    seq_len: int = 256
+    vocab_lo: int = 100
+    vocab_hi: int = 10000
+    seed: int = 42
+    #: [§3] N_pr: the first examples whose head outputs enter the participation ratio.
+    n_pr: int = 500
+    #: [§2] baseline positions and the seed they are drawn with.
+    baseline_positions: int = 50
+    baseline_seed: int = 0
+    #: [§4] the matched-random control's seed.
+    ablation_seed: int = 123
+
+
+#: The probe run every default reads.
+PROBE_RUN = ProbeRun()
+
 #: Claims in report order.
 CLAIMS: tuple[str, ...] = ("F1", "F2", "F3", "F4", "F5", "causal")
 #: The verdict on whether a model organism formed its circuit (judged before the claims, when a

@@ -14,6 +14,7 @@ in a foreign test run must not pay for torch.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import math
 import re
@@ -21,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from headwatch.spec import CLAIMS
+from headwatch.spec import CLAIMS, PROBE_RUN
 
 #: Load/probe dtypes (``--dtype``, a panel's ``dtype``, ``[models.probe] dtype``).
 DTYPES: tuple[str, ...] = ("float32", "float16", "bfloat16")
@@ -194,20 +195,17 @@ def min_vocab_range(seq_len: int, fraction: float = MIN_VALID_FRACTION) -> int:
 
 
 def _with_defaults(values: Mapping[str, Any]) -> dict[str, Any]:
-    import dataclasses
-
-    from headwatch.probes.record import ProbeSettings  # the record imports this module
-
-    defaults = {f.name: f.default for f in dataclasses.fields(ProbeSettings)}
-    return {**defaults, **values}
+    """``values`` with the fields it leaves out at SPEC's probe run (ProbeSettings' defaults too)."""
+    return {**dataclasses.asdict(PROBE_RUN), **values}
 
 
 def check_probe_settings(values: Mapping[str, Any], name: Callable[[str], str] = str) -> None:
     """Check every given field against :data:`PROBE_RULES`, then the rules that tie fields together.
 
     ``values`` may be partial (a panel's ``[models.probe]``): missing fields take ProbeSettings'
-    defaults for the cross-field rules. ``name(field)`` is how the user spelled the field in
-    messages (``--n-pr``, ``panel 'p', model 'm': probe.n_pr``).
+    defaults, SPEC's probe run (``headwatch.spec.PROBE_RUN``), for the cross-field rules.
+    ``name(field)`` is how the user spelled the field in messages (``--n-pr``,
+    ``panel 'p', model 'm': probe.n_pr``).
     """
     for key, value in values.items():
         if key in PROBE_RULES:
@@ -347,7 +345,6 @@ def from_data(tp: Any, value: Any, where: str, rule: Rule | None = None) -> Any:
     number or string inside that field. Lists become
     tuples where the hint says tuple. InputError names the path to the bad value.
     """
-    import dataclasses
     import types
     import typing
 

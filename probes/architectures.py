@@ -41,6 +41,13 @@ ARCHITECTURES: dict[str, ArchSpec] = {
     "olmoe": ArchSpec(layers="model.layers", attention="self_attn", out_proj="o_proj", experts="mlp.experts",
                       residual_writers=("self_attn.o_proj", "mlp.experts.down_proj")),
     "llama": ArchSpec(layers="model.layers", attention="self_attn", out_proj="o_proj", residual_writers=_DENSE_WRITERS),
+    # GPT-2: q, k and v come fused from one Conv1D ``c_attn`` and the output projection is the
+    # Conv1D ``c_proj``. A Conv1D stores its weight as [in, out], the transpose of nn.Linear's;
+    # nothing here reads projection weights, only ``c_proj``'s input (the concatenated head
+    # outputs, [.., n_heads * d_head]), which is laid out as for every other row. Positions are a
+    # learned absolute embedding (``transformer.wpe``), added once below the first layer.
+    "gpt2": ArchSpec(layers="transformer.h", attention="attn", out_proj="c_proj",
+                     residual_writers=("attn.c_proj", "mlp.c_proj")),
 }
 
 

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
 from headwatch.files import write_json_atomic
-from headwatch.spec import SPEC
+from headwatch.spec import PROBE_RUN, SPEC
 from headwatch.validation import PROBE_RULES, InputError, Rule, from_data, integer, number
 
 SCHEMA = "headwatch.measurement/2"
@@ -61,32 +61,45 @@ def parse_head_key(key: str) -> tuple[int, int]:
 class ProbeSettings:
     """Everything that determines a probe run's numbers (docs/SPEC.md §1-§4).
 
-    Defaults are the paper's: 2000 examples of length 256 over token ids [100, 10000), seed 42.
+    Defaults are the paper's (``headwatch.spec.PROBE_RUN``): 2000 examples of length 256 over token
+    ids [100, 10000), seed 42.
     """
 
-    n_examples: int = 2000
-    seq_len: int = 256
-    vocab_lo: int = 100
-    vocab_hi: int = 10000
-    seed: int = 42
-    #: Examples (the first n_pr of the batch) whose head outputs enter the participation ratio.
-    n_pr: int = 500
+    #: [§1] examples in the induction batch (N).
+    n_examples: int = PROBE_RUN.n_examples
+    #: [§1] their length T; the query is position T-1.
+    seq_len: int = PROBE_RUN.seq_len
+    #: [§1] lowest token id drawn.
+    vocab_lo: int = PROBE_RUN.vocab_lo
+    #: [§1] token ids are drawn below this (exclusive).
+    vocab_hi: int = PROBE_RUN.vocab_hi
+    #: [§1] numpy RandomState seed of the batch.
+    seed: int = PROBE_RUN.seed
+    #: [§3] examples (the first n_pr of the batch) whose head outputs enter the participation ratio.
+    n_pr: int = PROBE_RUN.n_pr
+    #: Examples per forward pass: memory, not numbers (not in the cache key).
     batch_size: int = 16
+    #: The dtype the model computes in.
     dtype: str = "float32"
-    baseline_positions: int = 50
-    baseline_seed: int = 0
+    #: [§2] positions the baseline attention is averaged over.
+    baseline_positions: int = PROBE_RUN.baseline_positions
+    #: [§2] RandomState seed that draws them.
+    baseline_seed: int = PROBE_RUN.baseline_seed
     #: The SPEC's thresholds (headwatch.spec, which says why they are recorded here too).
     label_threshold: float = SPEC.label
     induction_threshold: float = SPEC.induction
     previous_token_threshold: float = SPEC.previous_token
     bos_threshold: float = SPEC.bos
-    #: Run the group ablations of docs/SPEC.md §4 (final revisions need them; early ones may skip).
+    #: [§4] run the group ablations (final revisions need them; early ones may skip).
     ablation: bool = True
-    ablation_seed: int = 123
-    #: Intervals (headwatch.stats): level, bootstrap resamples over examples (0: no bootstrap
-    #: intervals; exact top-1 intervals are always given) and the resampling seed.
+    #: [§4] RandomState seed of the matched-random heads.
+    ablation_seed: int = PROBE_RUN.ablation_seed
+    #: Level of every interval (headwatch.stats).
     interval_level: float = SPEC.interval_level
+    #: Bootstrap resamples over examples (0: no bootstrap intervals; exact top-1 intervals are
+    #: always given).
     n_bootstrap: int = SPEC.n_bootstrap
+    #: Seed of the bootstrap's resampling.
     bootstrap_seed: int = SPEC.bootstrap_seed
     #: Examples (the first ones of the batch) on which Sink_1^eps is computed (0: not computed).
     sink_examples: int = SPEC.sink_examples

@@ -1,10 +1,18 @@
 """Helpers shared by the files in tests/ (pytest loads this file by path; nothing imports it).
 
+- torch runs on one thread here (below: why).
+- The test harness ``headwatch_testing`` (``testing/``, not installed) is on ``sys.path`` through
+  pyproject's ``pythonpath``; here it goes on ``PYTHONPATH`` too, so that the processes tests start
+  (pool, Ray and submitit workers that unpickle a fault, ``python -c`` and pytest children) find it.
+
 - ``capture_parity``: the one parity check of the capture pass, used by ``test_capture.py`` (the
   tiny models of every architecture) and ``test_miniatures.py`` (the config-faithful miniatures of
   the paper's models).
 - ``measure_step0``: a saved miniature measured the way the suite measures any local checkpoint,
   used by ``test_miniatures.py`` and ``test_memory.py``.
+- ``tiny_probe``: the ``[models.probe]`` table of a panel over the tiny models.
+- the command line in this process (``headwatch_cli``), a folder nobody can write to, a tiny
+  checkpoint, a tiny local run and a panel naming it, and a guard that no organism trains.
 """
 from __future__ import annotations
 
@@ -15,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+import headwatch_testing
 import pytest
 import torch
 
@@ -23,6 +32,14 @@ from headwatch.fixtures.provider import Provider, ProviderOptions
 from headwatch.probes.architectures import head_geometry, out_proj_modules
 from headwatch.probes.capture import capturing
 from headwatch.probes.record import MeasurementRecord
+
+# The tests' models are tiny: a second intra-op thread only spins. Measured on the 2-core machine,
+# `pytest tests -m "not slow"` took 62 s of CPU with torch's default two threads and 42 s with one.
+# One thread in this process, as each xdist worker of `-n 2` gets from the plugin anyway.
+torch.set_num_threads(1)
+
+os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(
+    [str(headwatch_testing.PATH_ENTRY), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]))
 
 #: The parity bound (float32) on attention rows and head outputs: issue 16, every architecture.
 PARITY_BOUND = 1e-5
@@ -100,6 +117,23 @@ def capture_parity(model, tokens: torch.Tensor) -> CaptureParity:
 def capture_parity_fixture():
     """:func:`capture_parity` (a test file cannot import this conftest under importlib mode)."""
     return capture_parity
+
+
+#: Probe settings for the tiny models (a vocabulary of 300): 8 examples of 64 tokens.
+TINY_PROBE = """
+[models.probe]
+n_examples = 8
+seq_len = 64
+vocab_lo = 16
+vocab_hi = 300
+n_pr = 8
+"""
+
+
+@pytest.fixture(name="tiny_probe")
+def tiny_probe_fixture() -> str:
+    """:data:`TINY_PROBE`, the ``[models.probe]`` table of a panel over tiny models."""
+    return TINY_PROBE
 
 
 #: Probe settings for the miniatures: the paper's token range (ids 100-9999, which the real
@@ -187,3 +221,35 @@ def checkpoint(tmp_path_factory):
     folder = tmp_path_factory.mktemp("run") / "step0"
     tiny_model("gpt_neox", seed=0, attn_implementation="eager").save_pretrained(folder)
     return folder
+
+
+@pytest.fixture(scope="module")
+def local_run(tmp_path_factory) -> Path:
+    """A local training run of two tiny GPTNeoX checkpoints, ``.../step0`` and ``.../step100``
+    (headwatch_testing.tinypanel.save_local_run)."""
+    from headwatch_testing.tinypanel import save_local_run
+
+    return save_local_run(tmp_path_factory.mktemp("run"))
+
+
+@pytest.fixture
+def local_panel_file(tmp_path, local_run) -> Path:
+    """A panel file naming :func:`local_run` (source = "local", probe settings that fit it)."""
+    from headwatch_testing.tinypanel import local_panel_text
+
+    path = tmp_path / "p.toml"
+    path.write_text(local_panel_text(local_run, panel_name="exits-local"))
+    return path
+
+
+@pytest.fixture
+def never_trains(monkeypatch):
+    """Fail the test if an organism starts training."""
+    from headwatch.fixtures import organisms
+    from headwatch.fixtures.organisms import runner
+
+    def train(*args, **kwargs):
+        raise AssertionError("an organism started training without --train-missing")
+
+    monkeypatch.setattr(runner, "train_in_subprocesses", train)
+    monkeypatch.setattr(organisms, "ensure_trained", train)

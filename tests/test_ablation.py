@@ -80,3 +80,23 @@ def test_out_of_range_heads_are_refused():
     with pytest.raises(ValueError, match="2 layers x 4 heads"):
         with ablated(model, ["L5_H0"]):
             pass
+
+
+def test_gpt2_head_ablation_equals_zeroing_its_value_columns():
+    """GPT-2's fused c_attn is a Conv1D (weight [d_model, 3 * d_model]: columns q | k | v, head h's
+    v in columns 2d + h*D .. 2d + (h+1)*D). Zeroing those columns and their bias silences head h
+    exactly, which is what ablating it at c_proj's input must do."""
+    model = tiny_model("gpt2", seed=6)
+    g = head_geometry(model)
+    d = model.config.n_embd
+    with torch.no_grad(), ablated(model, ["L1_H2"]):
+        ablated_logits = model(TOKENS).logits
+    attn = model.transformer.h[1].attn
+    cols = slice(2 * d + 2 * g.d_head, 2 * d + 3 * g.d_head)
+    with torch.no_grad():
+        plain_logits = model(TOKENS).logits
+        attn.c_attn.weight[:, cols] = 0
+        attn.c_attn.bias[cols] = 0
+        silenced_logits = model(TOKENS).logits
+    assert torch.allclose(ablated_logits, silenced_logits, atol=1e-6)
+    assert not torch.allclose(ablated_logits, plain_logits, atol=1e-4)

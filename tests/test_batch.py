@@ -75,3 +75,18 @@ def test_small_vocab_parameters():
 def test_bad_parameters_are_explained(kwargs, message):
     with pytest.raises(ValueError, match=message):
         induction_batch(**kwargs)
+
+
+# ---- the share of valid examples, known before the batch is drawn ----
+
+
+@pytest.mark.parametrize("seq_len, lo, hi", [(64, 10, 18), (64, 10, 20), (256, 100, 130), (68, 16, 512)])
+def test_expected_valid_share_matches_the_generator(seq_len, lo, hi, monkeypatch):
+    """The share of valid examples is computed before generating the batch; it matches the generator."""
+    from headwatch.probes import batch as batch_mod
+    from headwatch.validation import expected_valid_fraction
+
+    monkeypatch.setattr(batch_mod, "check_batch_settings", lambda *a, **k: None)  # generate below the bar too
+    b = batch_mod.induction_batch(1000, seq_len, lo, hi, 42)
+    assert float(b.valid.float().mean()) == pytest.approx(expected_valid_fraction(seq_len, lo, hi), abs=0.05)
+    assert torch.equal(b.valid, (b.tokens[:, :-1] == b.b[:, None]).sum(1) == 1)

@@ -110,31 +110,30 @@ def test_cache_folder_not_writable(tmp_path):
             ro.chmod(0o700)
 
 
-def test_plugin_rejects_unwritable_cache_dir(tmp_path):
-    blocker = tmp_path / "a-file"
-    blocker.write_text("")
-    out = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist",
-         "--collect-only", "-q", "--panel", "organisms", "--cache-dir", str(blocker / "c"), str(tmp_path)],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
-    )
-    assert out.returncode == 4, out.stdout + out.stderr
-    assert "cannot be created" in out.stderr and "--cache-dir" in out.stderr
-
-
 # ---- processes -----------------------------------------------------------------------------------
+
+
+def wait_for(ready, procs, seconds: float = 120) -> None:
+    """Until ``ready()`` (the children's readiness signal); fails if one of ``procs`` dies first."""
+    deadline = time.monotonic() + seconds
+    while not ready():
+        assert all(p.poll() is None for p in procs), "a child ended before it was ready"
+        assert time.monotonic() < deadline, "the children were not ready in time"
+        time.sleep(0.01)
+
 
 RACE = textwrap.dedent("""
     import os, sys, time
     from headwatch.fixtures.cache import CacheKey, MeasurementCache
     from headwatch.probes.record import HEAD_CLASSES, MeasurementRecord, ProbeSettings
     log, root = sys.argv[1], sys.argv[2]
+    open(log + f".ready-{os.getpid()}", "w").close()
     while not os.path.exists(os.path.join(root, "go")):
         time.sleep(0.01)
     def compute():
         with open(log, "a") as f:
             f.write(f"{os.getpid()}\\n")
-        time.sleep(1.0)
+        time.sleep(1.0)  # the window in which the other process reaches the lock and waits
         return MeasurementRecord("org/m", "step1", None, 1, 1, 4,
                                  {"L0_H0": {c: float(os.getpid()) for c in HEAD_CLASSES}})
     r = MeasurementCache(root).get_or_compute(CacheKey.make("org/m", "step1", "c" * 40, ProbeSettings()), compute)
@@ -142,13 +141,14 @@ RACE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_two_processes_compute_one_entry_once(tmp_path):
     script = tmp_path / "race.py"
     script.write_text(RACE)
     log = tmp_path / "log"
     procs = [subprocess.Popen([sys.executable, str(script), str(log), str(tmp_path / "c")],
                               stdout=subprocess.PIPE, text=True) for _ in range(2)]
-    time.sleep(0.5)
+    wait_for(lambda: len(list(tmp_path.glob("log.ready-*"))) == 2, procs)  # both at the start line
     (tmp_path / "c").mkdir(exist_ok=True)
     (tmp_path / "c" / "go").write_text("")
     outs = [p.communicate(timeout=60)[0].split() for p in procs]
@@ -177,6 +177,7 @@ PANEL_RUN = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_interrupted_panel_run_resumes_with_only_the_missing_entries(tmp_path):
     from headwatch.fixtures.tiny import tiny_model
 
@@ -260,7 +261,7 @@ def test_offline_measurement_whose_checkpoint_is_gone(tmp_path, monkeypatch):
     """Hub cache deleted after measuring: offline, the cached measurement is used, with a warning."""
     import shutil
 
-    from headwatch.fixtures.hubcache import save_tiny_revisions
+    from headwatch_testing.tinypanel import save_tiny_revisions
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     hub = tmp_path / "hub"
@@ -290,6 +291,7 @@ WRITER = textwrap.dedent("""
     from headwatch.probes.record import HEAD_CLASSES, MeasurementRecord, ProbeSettings
     root, n, go = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     import os
+    open(go + f".ready-{os.getpid()}", "w").close()
     while not os.path.exists(go):
         time.sleep(0.005)
     cache = MeasurementCache(root, lock_dir=None)  # as on separate machines: nobody waits for anybody
@@ -302,6 +304,7 @@ WRITER = textwrap.dedent("""
 READER = textwrap.dedent("""
     import json, os, sys, time
     path, go, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    open(go + f".ready-{os.getpid()}", "w").close()
     while not os.path.exists(go):
         time.sleep(0.005)
     reads = partial = 0
@@ -321,6 +324,7 @@ READER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_concurrent_writers_without_locks_leave_one_whole_entry(tmp_path):
     """Four writers rewrite one entry 30 times each while a reader reads it: every read is a whole
     entry (atomic rename), one file remains, and no temporary is left behind."""
@@ -332,7 +336,7 @@ def test_concurrent_writers_without_locks_leave_one_whole_entry(tmp_path):
     path = cache.path_for(key())
     rd = subprocess.Popen([sys.executable, str(reader), str(path), str(go), "6"], stdout=subprocess.PIPE, text=True)
     ws = [subprocess.Popen([sys.executable, str(writer), str(root), "30", str(go)]) for _ in range(4)]
-    time.sleep(1.0)
+    wait_for(lambda: len(list(tmp_path.glob("go.ready-*"))) == 5, [rd, *ws])  # all five at the start line
     go.write_text("")
     assert all(w.wait(timeout=120) == 0 for w in ws)
     reads, partial = map(int, rd.communicate(timeout=60)[0].split())
@@ -367,3 +371,25 @@ def test_the_lock_is_host_local_and_optional(tmp_path):
     blocker.write_text("")
     unlockable = MeasurementCache(tmp_path / "c2", lock_dir=blocker / "locks")  # cannot be created
     assert unlockable.get_or_compute(key(), record).status == "computed"  # computed anyway
+
+
+# ---- entries holding values no record may hold ----
+
+
+def _unit_record(value: float = 1.0) -> MeasurementRecord:
+    return MeasurementRecord(
+        model="org/m", revision="step1", tokens_seen=None, n_layers=1, n_heads=1, d_head=4,
+        all_head_selectivity={"L0_H0": {c: value for c in HEAD_CLASSES}}, settings=ProbeSettings(n_examples=4),
+    )
+
+
+def test_cache_entries_with_bad_values_are_moved_aside_and_recomputed(tmp_path):
+    cache = MeasurementCache(tmp_path)
+    key = CacheKey.make("org/m", "step1", "c" * 40, ProbeSettings(n_examples=4))
+    first = cache.get_or_compute(key, _unit_record)
+    text = first.path.read_text()
+    first.path.write_text(text.replace('"induction": 1.0', '"induction": NaN', 1))
+    with pytest.warns(UserWarning, match="NaN"):
+        again = cache.get_or_compute(key, lambda: _unit_record(2.0))
+    assert again.status == "recomputed-corrupt" and again.record.all_head_selectivity["L0_H0"]["induction"] == 2.0
+    assert first.path.with_name(first.path.name + ".corrupt").exists()

@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from headwatch.fixtures.tiny import TINY_TYPES, tiny_model
-from headwatch.probes.architectures import ARCHITECTURES, arch_spec, head_geometry, out_proj_modules
-from headwatch.probes.capture import check_finite
+from headwatch.fixtures.tiny import TINY_TYPES, miniature_model, tiny_model
+from headwatch.probes.architectures import ARCHITECTURES, arch_spec, attention_modules, head_geometry, out_proj_modules
+from headwatch.probes.capture import capturing, check_finite
 
 
 @pytest.mark.parametrize("model_type", TINY_TYPES)
@@ -39,3 +39,44 @@ def test_non_finite_values_are_reported_with_their_layer():
     rows[1, 2, 0, 5] = float("nan")
     with pytest.raises(FloatingPointError, match=r"layers \[2\]"):
         check_finite(rows, torch.zeros(2, 3, 4, 4), "test")
+
+
+# ---- GPT-2: fused Conv1D c_attn, per-layer score scaling -------------------------------------------
+
+
+def _sharpen_gpt2_attention(model, factor: float) -> None:
+    """Scale the q and k columns of every layer's fused c_attn (a Conv1D: weight [d_model, 3 * d_model],
+    columns q | k | v) so that attention rows are far from uniform: random-init scores are so small
+    that softmax hides any error in their scale."""
+    d = model.config.n_embd
+    with torch.no_grad():
+        for attn in attention_modules(model):
+            assert attn.c_attn.weight.shape == (d, 3 * d)  # stored transposed against nn.Linear
+            attn.c_attn.weight[:, : 2 * d].mul_(factor)
+
+
+def test_gpt2_capture_keeps_the_per_layer_scaling(capture_parity):
+    """Mistral's GPT-2 (its published config, miniature) scales layer l's scores by 1/(l + 1) as well
+    as 1/sqrt(d_head). With sharp attention the capture matches eager within 1e-5, and the rows a
+    capture that dropped the layer factor would record (recomputed here from the same q and k) are
+    far off: the parity check can see a scaling error."""
+    model = miniature_model("mistral-gpt2-small", seed=3, attn_implementation="eager")
+    assert model.config.scale_attn_by_inverse_layer_idx and model.config.reorder_and_upcast_attn
+    _sharpen_gpt2_attention(model, 6.0)
+    tokens = torch.randint(100, 10000, (3, 40), generator=torch.Generator().manual_seed(1))
+    parity = capture_parity(model, tokens)
+    parity.assert_within()
+    qkv = {}
+    handles = [a.c_attn.register_forward_hook(lambda _m, _i, out, l=l: qkv.__setitem__(l, out))
+               for l, a in enumerate(attention_modules(model))]
+    with torch.no_grad(), capturing(model) as recorder:
+        model(tokens)
+    for h in handles:
+        h.remove()
+    g = head_geometry(model)
+    rows, _ = recorder.stacked(g.n_layers)
+    q, k, _v = qkv[1].split(model.config.n_embd, dim=-1)
+    scores = torch.einsum("bhd,bthd->bht", q.view(3, 40, g.n_heads, g.d_head)[:, -1],
+                          k.view(3, 40, g.n_heads, g.d_head)) * g.d_head ** -0.5  # [B, H, T], last query
+    assert (torch.softmax(scores / 2, dim=-1) - rows[:, 1]).abs().max() <= 1e-5  # layer 1: 1/(1 + 1)
+    assert (torch.softmax(scores, dim=-1) - rows[:, 1]).abs().max() > 1e-2, "the layer factor should matter here"

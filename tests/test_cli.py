@@ -1,15 +1,22 @@
-"""``headwatch`` answers --help and --version at once, and every option says what it does and its default."""
+"""The command line: --help and --version at once, every option's help and default, the exit codes
+(a crash is not a failed claim, bad input is not a crash), and nothing trained unless asked
+(docs/hostile-inputs.md, "`headwatch judge` / `headwatch report` / `headwatch organisms`" and "Exit
+codes, file modes, interruptions")."""
 from __future__ import annotations
 
 import argparse
+import json
+import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from headwatch import __version__
-from headwatch.cli import SUBCOMMANDS, build_parser
+from headwatch.cli import EXIT_CODES, SUBCOMMANDS, build_parser
+from headwatch.fixtures.reference import PUBLISHED_DIR
 
 
 def test_help_and_version_are_fast_and_import_no_torch():
@@ -35,3 +42,89 @@ def test_every_option_has_help_and_shows_its_default(command):
         assert action.help, f"{command} {action.option_strings} has no help text"
         rendered = sub.formatter_class(prog="x")._get_help_string(action)
         assert action.required or "default" in rendered, f"{command} {action.option_strings}: {rendered!r}"
+
+
+# ---- exit codes: a crash is not a failed claim, bad input is not a crash; nothing trains unless asked ----
+
+
+PYTHIA = PUBLISHED_DIR / "EleutherAI--pythia-1b"
+
+
+def _failing_reference(tmp_path: Path) -> Path:
+    """The published Pythia records with a first-token head planted in layer 0 at the last revision: F1 fails."""
+    ref = tmp_path / "ref"
+    shutil.copytree(PYTHIA, ref / PYTHIA.name)
+    path = ref / PYTHIA.name / "step143000.json"
+    record = json.loads(path.read_text())
+    record["all_head_selectivity"]["L0_H1"]["first-token"] = 500.0
+    path.write_text(json.dumps(record))
+    return ref
+
+
+@pytest.mark.parametrize("command", [None, *sorted(SUBCOMMANDS)])
+def test_every_help_lists_the_exit_codes(command, headwatch_cli):
+    """The one table (EXIT_CODES) in every --help; the docs' copies are written from it."""
+    r = headwatch_cli(*([command] if command else []), "--help")
+    assert r.code == 0
+    help_text = " ".join(r.out.split())
+    for code, text in EXIT_CODES.items():
+        assert f"{code} {' '.join(text.split())}" in help_text, code
+
+
+@pytest.mark.parametrize("case", ["no command", "bad flag", "models unknown", "panel unknown", "reference missing",
+                                  "cache dir a file", "claim fails", "claims hold", "crash"])
+def test_exit_codes_of_the_cli(case, tmp_path, headwatch_cli, monkeypatch, local_panel_file, never_trains):
+    """Each exit status for what it means, and a message that names what was wrong."""
+    monkeypatch.setenv("HEADWATCH_CACHE_DIR", str(tmp_path / "cache"))
+    if case == "crash":  # a bug in headwatch, anywhere below the command: exit 3, the traceback, a plea
+        import headwatch.cli.judge as judge_cli
+
+        def boom(args):
+            raise RuntimeError("a bug planted by the test")
+
+        monkeypatch.setattr(judge_cli, "_records", boom)
+    (tmp_path / "afile").write_text("x")
+    argv, code, says = {
+        "no command": ([], 2, "required"),
+        "bad flag": (["judge", "--bogus"], 2, "--bogus"),
+        "models unknown": (["judge", "--models", "nope"], 2, "nope"),
+        "panel unknown": (["judge", "--panel", "nope"], 2, "unknown panel 'nope'"),
+        "reference missing": (["judge", "--reference-dir", tmp_path / "nope"], 2, "nope"),
+        "cache dir a file": (["judge", "--panel", local_panel_file, "--cache-dir", tmp_path / "afile"], 2, "afile"),
+        "claim fails": (["judge", "--reference-dir", _failing_reference(tmp_path) if case == "claim fails" else ""],
+                        1, " fails "),
+        "claims hold": (["judge", "--models", "pythia-1b"], 0, "F1"),
+        "crash": (["judge", "--models", "pythia-1b"], 3, "Please report it"),
+    }[case]
+    r = headwatch_cli(*argv)
+    assert r.code == code, (r.code, r.err[-2000:])
+    assert says in r.out + r.err, r.err[-2000:]
+    if code == 2:
+        assert "Traceback" not in r.err, r.err
+    if case == "crash":
+        assert "Traceback" in r.err and "RuntimeError: a bug planted by the test" in r.err
+    if case == "cache dir a file":
+        assert (tmp_path / "afile").read_text() == "x"  # refused, not replaced, and nothing measured
+
+
+@pytest.mark.parametrize("case", ["judge", "report", "organism cache a file"])
+def test_judge_and_report_train_nothing_unless_asked(case, tmp_path, headwatch_cli, monkeypatch, never_trains):
+    """A missing organism is listed with the command that fills it (exit 2); nothing trains."""
+    monkeypatch.setenv("HEADWATCH_CACHE_DIR", str(tmp_path / "cache"))
+    organism_cache = tmp_path / "org"
+    if case == "organism cache a file":
+        organism_cache = tmp_path / "afile"
+        organism_cache.write_text("x")
+    monkeypatch.setenv("HEADWATCH_ORGANISMS_CACHE", str(organism_cache))
+    if case == "report":
+        r = headwatch_cli("report", "--panel", "organisms", "--no-figures", "--out", tmp_path / "rep")
+    else:
+        r = headwatch_cli("judge", "--panel", "organisms", "--models", "organism-olmo")
+    assert r.code == 2, (r.code, r.err[-2000:])
+    assert "--train-missing" in r.err and "Traceback" not in r.err, r.err[-2000:]
+    if case == "judge":
+        assert "headwatch organisms train --family olmo" in r.err, r.err
+    if case == "organism cache a file":
+        assert str(organism_cache) in r.err and organism_cache.read_text() == "x", r.err
+    if organism_cache.is_dir():
+        assert not any(organism_cache.rglob("*.safetensors")), "an organism was trained"

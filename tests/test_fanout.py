@@ -20,11 +20,11 @@ from headwatch.cli import main
 from headwatch.fixtures import loading
 from headwatch.fixtures.executors import LocalPool, MeasureJob, SlurmArray
 from headwatch.fixtures.fanout import measured_content, measurement_differences, plan_panel, run_task
-from headwatch.fixtures.faults import DieMidWrite
+from headwatch_testing.faults import DieMidWrite
 from headwatch.fixtures.hubcache import cached_revisions
 from headwatch.fixtures.panels import load_panel
 from headwatch.fixtures.provider import Provider, ProviderOptions
-from headwatch.fixtures.tinypanel import write_tiny_hub_panel
+from headwatch_testing.tinypanel import write_tiny_hub_panel
 
 REVISIONS = ["step0", "step10", "step20", "step30"]
 
@@ -67,6 +67,7 @@ def cached(panel: Path, cache_dir: Path, monkeypatch) -> dict[str, dict]:
 # ---- the command and the local pool ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_measure_panel_local_then_the_claims_load_no_model(tiny_panel, tmp_path, capsys, monkeypatch):
     cache = tmp_path / "c"
     argv = ["measure-panel", "--panel", str(tiny_panel), "--cache-dir", str(cache), "--device", "cpu"]
@@ -88,6 +89,7 @@ def test_measure_panel_local_then_the_claims_load_no_model(tiny_panel, tmp_path,
     assert not measurement_differences(cached(tiny_panel, cache, monkeypatch), expected)
 
 
+@pytest.mark.slow
 def test_local_pool_retries_a_task_killed_mid_write(tiny_panel, tmp_path, monkeypatch):
     """A worker killed while writing an entry: the pool runs the task again; every record once,
     equal to a sequential run's; the dead writer's half temporary is nobody's entry."""
@@ -204,7 +206,7 @@ def record_folder(tiny_panel, tmp_path_factory) -> Path:
     mp.setenv("HF_HUB_OFFLINE", "1")
     try:
         for rev in REVISIONS:
-            assert main(["measure", "--model", "tiny-org/fanout", "--revision", rev, "--cache-dir", str(hub),
+            assert main(["measure", "--model", "tiny-org/fanout", "--revision", rev, "--hub-cache-dir", str(hub),
                          "--out", str(out / "tiny" / f"{rev}.json"), "--device", "cpu", "--n-examples", "16",
                          "--seq-len", "64", "--vocab-lo", "16", "--vocab-hi", "300", "--n-pr", "16"]) == 0
     finally:
@@ -219,6 +221,7 @@ def judge(*argv: str) -> int:
     return main(["judge", *argv])
 
 
+@pytest.mark.slow
 def test_judge_takes_tokens_from_the_panel(record_folder, tiny_panel, tmp_path, capsys):
     assert json.loads((record_folder / "tiny" / "step10.json").read_text())["tokens_seen"] is None
     out = tmp_path / "v.json"
@@ -228,14 +231,16 @@ def test_judge_takes_tokens_from_the_panel(record_folder, tiny_panel, tmp_path, 
     assert set(json.loads(out.read_text())["models"]) == {"tiny-org/fanout"}
 
 
+@pytest.mark.slow
 def test_judge_without_tokens_anywhere_says_how_to_supply_them(record_folder, capsys):
     assert judge("--reference-dir", str(record_folder)) == 2  # no panel has this model: no tokens rule
     err = capsys.readouterr().err
     assert "step0.json records no tokens seen" in err and "--tokens-seen" in err and "--panel" in err
 
 
+@pytest.mark.slow
 def test_report_reads_a_record_folder(record_folder, tiny_panel, tmp_path, capsys):
-    from headwatch.claims import report_cli
+    from headwatch.cli import report as report_cli
 
     parser = argparse.ArgumentParser()
     report_cli.add_arguments(parser)
@@ -246,6 +251,7 @@ def test_report_reads_a_record_folder(record_folder, tiny_panel, tmp_path, capsy
     assert summary["models"]["tiny"]["revisions"] == REVISIONS and summary["models"]["tiny"]["missing"] == []
 
 
+@pytest.mark.slow
 def test_pytest_claims_read_a_record_folder_without_measuring(record_folder, tiny_panel, tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HEADWATCH_CACHE_DIR": str(tmp_path / "empty")}
     out = subprocess.run(

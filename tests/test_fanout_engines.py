@@ -21,10 +21,10 @@ import pytest
 
 from headwatch.fixtures.executors import RayExecutor, SlurmArray
 from headwatch.fixtures.fanout import TIMING_FIELDS, measured_content, measurement_differences, plan_panel
-from headwatch.fixtures.faults import DieMidWrite, SlowMeasure
+from headwatch_testing.faults import DieMidWrite, SlowMeasure
 from headwatch.fixtures.panels import load_panel
 from headwatch.fixtures.provider import Provider, ProviderOptions
-from headwatch.fixtures.tinypanel import write_tiny_hub_panel
+from headwatch_testing.tinypanel import write_tiny_hub_panel
 
 # find_spec, not import: Ray must be imported only after RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 is set,
 # or its local cluster binds to the machine's network address instead of 127.0.0.1.
@@ -166,7 +166,7 @@ RACER = """
 import json, sys
 from headwatch.fixtures.executors import RayExecutor, SlurmArray
 from headwatch.fixtures.fanout import plan_panel
-from headwatch.fixtures.faults import SlowMeasure
+from headwatch_testing.faults import SlowMeasure
 from headwatch.fixtures.panels import load_panel
 from headwatch.fixtures.provider import ProviderOptions
 kind, panel, cache, log, gate, logs = sys.argv[1:]

@@ -10,10 +10,10 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from headwatch.fixtures import memory
-from headwatch.fixtures.random_checkpoint import write_random_checkpoint
 from headwatch.fixtures.realconfigs import REAL_MODELS, real_config
-from headwatch.fixtures.tiny import miniature_config
-from headwatch.probes.architectures import parameter_counts
+from headwatch.fixtures.tiny import DISTINCT_MINIATURES, miniature_config
+from headwatch.probes.architectures import ARCHITECTURES, parameter_counts
+from headwatch_testing.random_checkpoint import write_random_checkpoint
 
 
 def meta_model(name: str):
@@ -43,7 +43,22 @@ def test_what_the_suite_does_with_each_full_size_model_in_24_gib(name, mode):
     assert memory.plan_memory(size, "float32", "cpu", host_available=20 * (1 << 30)).mode == mode
 
 
-@pytest.mark.parametrize("name", list(REAL_MODELS))
+@pytest.mark.parametrize("name,non_embedding", [
+    # the Pythia model cards' "Non-Embedding Params" column; GPT-2 small: 124,439,808 parameters in all
+    ("pythia-14m", 1_189_888), ("pythia-31m", 4_739_072), ("pythia-70m", 18_915_328),
+    ("pythia-160m", 85_056_000), ("pythia-410m", 302_311_424), ("gpt2-small", 124_439_808 - 50257 * 768),
+])
+def test_parameter_counts_of_the_suites_published_configs(name, non_embedding):
+    counts = parameter_counts(meta_model(name))
+    assert counts.non_embedding == counts.active_non_embedding == non_embedding
+    if name == "gpt2-small":  # tied: one embedding matrix is both input and output
+        assert counts.embedding == 50257 * 768 and counts.total == 124_439_808
+    else:
+        assert counts.embedding == 2 * 50304 * real_config(name).hidden_size
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", DISTINCT_MINIATURES)
 def test_random_checkpoint_is_written_layer_by_layer_in_the_stored_dtype(name, tmp_path):
     config = miniature_config(name)
     info = write_random_checkpoint(config, tmp_path / "ck", seed=1)
@@ -51,17 +66,19 @@ def test_random_checkpoint_is_written_layer_by_layer_in_the_stored_dtype(name, t
     assert not list(tmp_path.glob(".ck.staging-*"))  # staged, then renamed into place
     model, loading_info = AutoModelForCausalLM.from_pretrained(tmp_path / "ck", dtype=None, output_loading_info=True)
     assert not loading_info["missing_keys"] and not loading_info["unexpected_keys"] and not loading_info["mismatched_keys"]
-    assert next(model.parameters()).dtype == config.dtype  # float16 / float32 / bfloat16, as published
+    assert next(model.parameters()).dtype == getattr(torch, REAL_MODELS[name].stored_dtype)  # as published
     reference = AutoModelForCausalLM.from_config(config)
     assert {k: v.shape for k, v in model.state_dict().items()} == {k: v.shape for k, v in reference.state_dict().items()}
     sd = model.state_dict()
-    first = next(k for k in sd if ".layers.0." in k and sd[k].dim() >= 2)
-    assert not torch.equal(sd[first], sd[first.replace(".layers.0.", ".layers.1.")])  # each layer its own draw
+    layers = ARCHITECTURES[config.model_type].layers  # "model.layers", "transformer.h", ...
+    first = next(k for k in sd if k.startswith(f"{layers}.0.") and sd[k].dim() >= 2)
+    assert not torch.equal(sd[first], sd[first.replace(f"{layers}.0.", f"{layers}.1.")])  # each layer its own draw
     assert 0.015 < float(sd[first].float().std()) < 0.025  # the model's own init (initializer_range 0.02)
     with pytest.raises(FileExistsError):
         write_random_checkpoint(config, tmp_path / "ck")
 
 
+@pytest.mark.slow
 def test_flop_count_of_the_benchmark_meets_the_floor_on_each_miniature():
     """The benchmark's FLOP counter sees every matmul, the experts' grouped_mm included."""
     import importlib.util

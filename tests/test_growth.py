@@ -56,6 +56,7 @@ def test_silenced_layers_are_exact_identities(family):
         assert torch.equal(big_model(x).logits, small_model(x).logits)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", ["olmoe", "gptneox"])
 def test_early_run_is_the_smaller_organism(family, tmp_path):
     grown = tiny_grown(family)
@@ -76,6 +77,7 @@ def test_early_run_is_the_smaller_organism(family, tmp_path):
     assert big8.config.num_hidden_layers == 2 == big4.config.num_hidden_layers
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fresh", [True, False])
 @pytest.mark.parametrize("stop", [3, 4, 5])
 def test_resume_across_growth_gives_the_same_weights(stop, fresh, tmp_path):
@@ -90,6 +92,7 @@ def test_resume_across_growth_gives_the_same_weights(stop, fresh, tmp_path):
     assert all(torch.equal(p, pb[n]) for n, p in a.named_parameters())
 
 
+@pytest.mark.slow
 def test_fresh_optimizer_changes_the_run(tmp_path):
     """The optimiser restart is real: carrying the moments over gives other weights after growth."""
     grown = tiny_grown("olmoe")

@@ -7,8 +7,8 @@ huggingface_hub (2.x) and transformers (5.x) use it:
 - ``GET /api/models/{repo}/tree/{revision}``: the file list (``list_repo_files``);
 - ``GET /api/models/{repo}/revision/{revision}``: repo info at a revision (``snapshot_download``);
 - ``HEAD``/``GET /{repo}/resolve/{revision}/{file}``: a small file answers 200 with ``ETag`` (its git
-  blob id), ``X-Repo-Commit`` and ``Content-Length``; a ``.safetensors`` file (an LFS file on the
-  Hub) answers 302 to a second origin (the "CDN") with ``X-Linked-Etag`` (its sha256),
+  blob id), ``X-Repo-Commit`` and ``Content-Length``; a ``.safetensors`` or ``.bin`` file (an LFS
+  file on the Hub) answers 302 to a second origin (the "CDN") with ``X-Linked-Etag`` (its sha256),
   ``X-Linked-Size`` and ``X-Repo-Commit``; the CDN serves ``Range`` requests (206);
 - errors with the Hub's ``X-Error-Code`` (``RepoNotFound``, ``RevisionNotFound``, ``EntryNotFound``).
 
@@ -19,6 +19,17 @@ Every connection is HTTP/1.0 (one request each), so a stopped server is really g
 stops itself after ``lifetime_s`` or ``max_requests``, and a stalled response waits at most
 ``stall_s``. huggingface_hub reads ``HF_ENDPOINT`` at import, so in-process tests point its
 constants at the server (fixture ``endpoint``); the subprocess tests set only ``HF_ENDPOINT``.
+
+The checkpoint suites (``suite_repos``, fixture ``suite_endpoint``): every repo of
+``headwatch.fixtures.realconfigs.SUITES`` (the PolyPythias with the originals and the 160m data-seed
+and weight-seed runs; Stanford CRFM's five GPT-2 small runs) with its real branch names, 154
+``stepN`` or 609 ``checkpoint-N``. Their files are made on first use and shared: a few weight sets
+per published config (branch i serves set i mod ``variants``), so listing and resolving every branch
+costs a few model builds, not one per branch. pythia-14m is served at its full published size, the
+other sizes as config-faithful miniatures; the CRFM runs serve ``pytorch_model.bin`` only, the
+PolyPythia seeds ``model.safetensors``, the original Pythias both. ``resolve_panel`` pins a panel's
+Hub revisions against the server the way a run does (branches listed once per repo, each revision's
+files checked), downloading nothing.
 """
 from __future__ import annotations
 
@@ -34,6 +45,7 @@ import tempfile
 import threading
 import time
 import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -44,19 +56,54 @@ import pytest
 
 from headwatch.fixtures import loading
 from headwatch.fixtures.hubcache import cached_revisions, repo_folder
-from headwatch.fixtures.panels import load_panel
+from headwatch.fixtures.panels import PanelModel, load_panel
 from headwatch.fixtures.provider import Provider, ProviderOptions
+from headwatch.fixtures.realconfigs import MISTRAL_SCHEDULE, PYTHIA_SCHEDULE, SUITES
+
+# Starts a two-origin HTTP server and, in places, child processes: the network path is slow as a whole.
+pytestmark = pytest.mark.slow
+
 
 # ---- the server ------------------------------------------------------------------------------------
 
 
+class LazyCommits(Mapping):
+    """commit -> {path: content} for commits whose files are made on first use (and kept): a repo
+    with hundreds of branches costs nothing until a branch is listed or downloaded."""
+
+    def __init__(self, make: dict[str, Callable[[], dict[str, bytes]]]):
+        self._make = make  # commit -> factory
+        self._made: dict[str, dict[str, bytes]] = {}
+        self._lock = threading.Lock()
+
+    def __getitem__(self, commit: str) -> dict[str, bytes]:
+        make = self._make[commit]  # KeyError for an unknown commit, as a dict
+        with self._lock:
+            if commit not in self._made:
+                self._made[commit] = make()
+            return self._made[commit]
+
+    def __contains__(self, commit) -> bool:
+        return commit in self._make
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._make)
+
+    def __len__(self) -> int:
+        return len(self._make)
+
+    def made(self) -> list[dict[str, bytes]]:
+        with self._lock:
+            return list(self._made.values())
+
+
 @dataclass
 class HubRepo:
-    """A repo: branch -> commit, and the files of each commit."""
+    """A repo: branch -> commit, and the files of each commit (a dict, or LazyCommits)."""
 
     repo_id: str
     branches: dict[str, str]
-    files: dict[str, dict[str, bytes]]  # commit -> {path: content}
+    files: Mapping[str, dict[str, bytes]]  # commit -> {path: content}
 
     @classmethod
     def from_folders(cls, repo_id: str, folders: dict[str, Path], aliases: dict[str, str] | None = None) -> "HubRepo":
@@ -79,7 +126,8 @@ def git_blob_id(data: bytes) -> str:
 
 
 def is_lfs(path: str) -> bool:
-    return path.endswith(".safetensors")
+    """Weight files are LFS files on the Hub (its default .gitattributes: *.safetensors, *.bin)."""
+    return path.endswith((".safetensors", ".bin"))
 
 
 @dataclass
@@ -99,8 +147,12 @@ class HubServer:
     def __init__(self, repos: list[HubRepo], *, lifetime_s: float = 300, max_requests: int = 2000,
                  stall_s: float = 60):
         self.repos = {r.repo_id: r for r in repos}
-        self.blobs = {hashlib.sha256(d).hexdigest(): d for r in repos for fs in r.files.values()
-                      for p, d in fs.items() if is_lfs(p)}
+        self.blobs: dict[str, bytes] = {}  # sha256 -> LFS content, registered as files are made
+        self._sha: dict[int, str] = {}  # id(content) -> its sha256 (contents are kept by their repos)
+        self._oid: dict[int, str] = {}  # id(content) -> its git blob id
+        for r in repos:
+            for fs in (r.files.made() if isinstance(r.files, LazyCommits) else r.files.values()):
+                self._register(fs)
         self.faults: dict[str, Fault] = {}  # sha256 -> fault
         self.api_status: list[tuple[int, dict[str, str]]] = []  # canned replies for the next API calls
         self.log: list[dict] = []
@@ -141,6 +193,32 @@ class HubServer:
 
     def __exit__(self, *exc):
         self.stop()
+
+    def _register(self, files: dict[str, bytes]) -> None:
+        for path, data in files.items():
+            if is_lfs(path) and id(data) not in self._sha:
+                self._sha[id(data)] = sha = hashlib.sha256(data).hexdigest()
+                self.blobs[sha] = data
+
+    def files(self, repo: HubRepo, commit: str) -> dict[str, bytes]:
+        """The files of ``commit`` (made now if lazy), their LFS blobs servable by the CDN."""
+        files = repo.files[commit]
+        with self._lock:
+            self._register(files)
+        return files
+
+    def sha256(self, data: bytes) -> str:
+        return self._sha.get(id(data)) or hashlib.sha256(data).hexdigest()
+
+    def git_blob_id(self, data: bytes) -> str:
+        """git_blob_id(data), computed once per content (weights are tens of MB, asked for per request)."""
+        with self._lock:
+            oid = self._oid.get(id(data))
+        if oid is None:
+            oid = git_blob_id(data)
+            with self._lock:
+                self._oid[id(data)] = oid
+        return oid
 
     def requests(self, method: str | None = None, contains: str = "") -> list[dict]:
         with self._lock:
@@ -232,13 +310,13 @@ class HubServer:
                 repo, commit, err = server._repo_and_commit(repo_id, revision or "main")
                 if err:
                     return self._error(err[0], err[1], err[2], entry, head)
-                files = repo.files[commit]
+                files = server.files(repo, commit)
                 if what == "tree":
                     tree = []
                     for path, data in sorted(files.items()):
-                        item = {"type": "file", "oid": git_blob_id(data), "size": len(data), "path": path}
+                        item = {"type": "file", "oid": server.git_blob_id(data), "size": len(data), "path": path}
                         if is_lfs(path):
-                            item["lfs"] = {"oid": hashlib.sha256(data).hexdigest(), "size": len(data), "pointerSize": 134}
+                            item["lfs"] = {"oid": server.sha256(data), "size": len(data), "pointerSize": 134}
                         tree.append(item)
                     return self._json(tree, entry, head)
                 return self._json({"id": repo_id, "modelId": repo_id, "sha": commit, "private": False,
@@ -249,13 +327,13 @@ class HubServer:
                 repo, commit, err = server._repo_and_commit(repo_id, revision)
                 if err:
                     return self._error(err[0], err[1], err[2], entry, head)
-                data = repo.files[commit].get(path)
+                data = server.files(repo, commit).get(path)
                 if data is None:
                     return self._error(404, "EntryNotFound", f"{path} does not exist at {commit}", entry, head,
                                        {"X-Repo-Commit": commit})
-                common = {"X-Repo-Commit": commit, "ETag": f'"{git_blob_id(data)}"', "Accept-Ranges": "bytes"}
+                common = {"X-Repo-Commit": commit, "ETag": f'"{server.git_blob_id(data)}"', "Accept-Ranges": "bytes"}
                 if is_lfs(path):
-                    sha = hashlib.sha256(data).hexdigest()
+                    sha = server.sha256(data)
                     return self._reply(302, b"", {**common, "Location": f"{server.cdn}/blobs/{sha}",
                                                   "X-Linked-Etag": f'"{sha}"', "X-Linked-Size": len(data)}, head, entry)
                 return self._ranged(data, common, head, entry)
@@ -355,6 +433,12 @@ def point_client_at(monkeypatch, url: str) -> None:
 def endpoint(server, monkeypatch):
     """The real client, online, talking to ``server``; the client's retry sleeps made instant
     (the loops themselves stay: bounded by huggingface_hub's max_retries)."""
+    go_online(monkeypatch, server)
+    yield server
+
+
+def go_online(monkeypatch, server: HubServer) -> None:
+    """Point the real client, online, at ``server`` (see fixture ``endpoint``)."""
     import huggingface_hub.utils._http as hf_http
 
     from huggingface_hub import constants
@@ -367,7 +451,6 @@ def endpoint(server, monkeypatch):
     point_client_at(monkeypatch, server.endpoint)
     monkeypatch.setattr(hf_http, "time", SimpleNamespace(**{**{k: getattr(time, k) for k in dir(time)
                                                                   if not k.startswith("_")}, "sleep": lambda s: None}))
-    yield server
 
 
 def hub_panel(tmp_path: Path, hub_cache: Path, repo: str, revisions: list[str], probe: str = TINY_PROBE) -> Path:
@@ -381,6 +464,159 @@ def hub_panel(tmp_path: Path, hub_cache: Path, repo: str, revisions: list[str], 
 def session(tmp_path: Path, **kw) -> Provider:
     """A session of its own (its memos and run info start empty), on the CPU, caching in ``tmp_path``."""
     return Provider(ProviderOptions(cache_dir=tmp_path / "hw-cache", device="cpu", progress=False, **kw))
+
+
+# ---- the checkpoint suites: PolyPythias and Stanford CRFM's GPT-2 runs ----------------------------------
+
+
+def _suite_files(row: str, variant: int, weights: str) -> dict[str, bytes]:
+    """Files of one weight set of REAL_MODELS row ``row``: pythia-14m at full size, others miniatures,
+    in the dtype the published checkpoints are stored in."""
+    from headwatch.fixtures.tiny import MINIATURE_SIZES, full_size_model, miniature_model
+    from headwatch_testing.tinypanel import checkpoint_files
+
+    build = miniature_model if row in MINIATURE_SIZES else full_size_model
+    return checkpoint_files(build(row, seed=1000 + variant, dtype="stored"), weights)
+
+
+def suite_repos(repo_ids: Iterable[str] | None = None, variants: int = 2) -> list[HubRepo]:
+    """The repos of ``headwatch.fixtures.realconfigs.SUITES`` (all, or ``repo_ids``), every branch of
+    their schedule, files made on first use: ``variants`` weight sets per (published config, format),
+    shared by every repo of that config, branch i serving set i mod ``variants``."""
+    made: dict[tuple[str, int, str], dict[str, bytes]] = {}
+    lock = threading.Lock()
+
+    def files(row: str, variant: int, weights: str) -> Callable[[], dict[str, bytes]]:
+        def make() -> dict[str, bytes]:
+            with lock:  # one build per weight set, whichever repo asks first
+                if (row, variant, weights) not in made:
+                    made[row, variant, weights] = _suite_files(row, variant, weights)
+                return made[row, variant, weights]
+        return make
+
+    wanted = set(repo_ids) if repo_ids is not None else None
+    out = []
+    for suite in SUITES.values():
+        for repo_id, row in suite.repos.items():
+            if wanted is not None and repo_id not in wanted:
+                continue
+            if suite is SUITES["crfm-gpt2-small"]:
+                weights = "pickle"  # pytorch_model.bin only, as published
+            elif repo_id == f"EleutherAI/{row}":
+                weights = "both"  # the originals: a pytorch_model.bin beside the safetensors
+            else:
+                weights = "safetensors"
+            branches, make = {}, {}
+            for i, branch in enumerate(suite.schedule.branches):
+                commit = hashlib.sha1(f"{repo_id}@{branch}".encode()).hexdigest()
+                branches[branch] = commit
+                make[commit] = files(row, i % variants, weights)
+            out.append(HubRepo(repo_id, branches, LazyCommits(make)))
+    if wanted is not None and len(out) != len(wanted):
+        known = {r for s in SUITES.values() for r in s.repos}
+        raise ValueError(f"not a suite repo: {sorted(wanted - known)}")
+    return out
+
+
+@pytest.fixture(scope="module")
+def suites() -> list[HubRepo]:
+    """Every suite repo (made lazily: building this costs nothing)."""
+    return suite_repos()
+
+
+@pytest.fixture
+def suite_endpoint(suites, monkeypatch):
+    """The real client, online, talking to a server of the suite repos (``suite_repos``)."""
+    with HubServer(suites, lifetime_s=600, max_requests=20_000) as srv:
+        go_online(monkeypatch, srv)
+        yield srv
+
+
+def resolve_panel(models: Iterable[PanelModel], cache_dir: Path,
+                  ) -> dict[str, dict[str, loading.ResolvedRevision]]:
+    """Every revision of every Hub model of a panel pinned against the server (branches listed once
+    per repo, each revision's files checked for weights it may read), nothing downloaded: model id ->
+    revision -> ResolvedRevision. For a shipped panel: ``resolve_panel(select([load_panel(name)],
+    ...), tmp_path)`` with the ``suite_endpoint`` fixture active."""
+    provider = Provider(ProviderOptions(cache_dir=cache_dir / "hw-cache", hub_cache_dir=str(cache_dir / "hub"),
+                                        device="cpu", progress=False))
+    return {pm.id: {rev: provider.resolve(pm, rev) for rev in pm.revisions} for pm in models if pm.source == "hub"}
+
+
+#: The paper's probe range (the real vocabularies hold it), small enough for a CPU test.
+SUITE_PROBE = TINY_PROBE.replace("vocab_lo = 16", "vocab_lo = 100").replace("vocab_hi = 300", "vocab_hi = 10000")
+
+
+def test_suite_repos_serve_the_real_branch_names_and_a_checkpoint_of_each_measures(suite_endpoint, tmp_path,
+                                                                                  headwatch_cli):
+    """A PolyPythia repo lists its 154 branches and a CRFM repo its 609; pythia-14m-seed3@step1000
+    (full size) measures through a panel; battlestar@checkpoint-20000 (pytorch_model.bin only)
+    through ``headwatch measure``, refused without --allow-pickle and read with it."""
+    from huggingface_hub import HfApi
+
+    pythia = {b.name for b in HfApi().list_repo_refs("EleutherAI/pythia-14m-seed3").branches}
+    crfm = {b.name for b in HfApi().list_repo_refs("stanford-crfm/battlestar-gpt2-small-x49").branches}
+    assert pythia == set(PYTHIA_SCHEDULE.branches) and len(pythia) == 154
+    assert {"step0", "step1", "step512", "step1000", "step143000"} <= pythia and "step513" not in pythia
+    assert crfm == set(MISTRAL_SCHEDULE.branches) and len(crfm) == 609
+    assert {"checkpoint-0", "checkpoint-10", "checkpoint-150", "checkpoint-19900", "checkpoint-400000"} <= crfm
+
+    panel = tmp_path / "polypythia.toml"
+    panel.write_text('[[models]]\nname = "pythia-14m-seed3"\nrepo = "EleutherAI/pythia-14m-seed3"\nsource = "hub"\n'
+                     f'revisions = ["step1000"]\ntokens = {{ per_step = {PYTHIA_SCHEDULE.tokens_per_step} }}\n'
+                     f'hub_cache_dir = "{tmp_path / "hub"}"\n{SUITE_PROBE}')
+    (record,) = session(tmp_path).model_records(load_panel(panel).models[0])
+    assert (record.n_layers, record.n_heads, record.d_head) == (6, 4, 32)  # pythia-14m's published size
+    assert record.tokens_seen == 1000 * 2_097_152 and record.provenance["weights_format"] == "safetensors"
+    assert record.provenance["commit"] == suite_endpoint.repos["EleutherAI/pythia-14m-seed3"].branches["step1000"]
+
+    args = ["measure", "--model", "stanford-crfm/battlestar-gpt2-small-x49", "--revision", "checkpoint-20000",
+            "--hub-cache-dir", tmp_path / "hub", "--tokens-seen", str(20000 * MISTRAL_SCHEDULE.tokens_per_step),
+            "--n-examples", "8", "--n-pr", "8", "--seq-len", "64", "--vocab-lo", "100", "--vocab-hi", "10000",
+            "--batch-size", "4", "--device", "cpu"]
+    refused = headwatch_cli(*args, "--out", tmp_path / "refused.json")
+    assert refused.code == 2 and "pytorch_model.bin" in refused.err and "--allow-pickle" in refused.err
+    assert not suite_endpoint.requests(None, "pytorch_model.bin")  # refused before any download
+    out = tmp_path / "battlestar.json"
+    done = headwatch_cli(*args, "--out", out, "--allow-pickle")
+    assert done.code == 0, done.err
+    rec = json.loads(out.read_text())
+    assert rec["provenance"]["weights_format"] == "pickle" and rec["provenance"]["weight_files"] == ["pytorch_model.bin"]
+    assert rec["provenance"]["model_type"] == "gpt2" and (rec["n_layers"], rec["n_heads"]) == (2, 4)
+    assert rec["tokens_seen"] == 20000 * 524_288
+    # transformers, given a .bin from the Hub, may start a thread asking for a safetensors-conversion
+    # PR (its first request: the repo's model info); headwatch switches that off
+    for thread in threading.enumerate():
+        if thread.name == "Thread-auto_conversion":
+            thread.join(30)
+    repo_api = "/api/models/stanford-crfm/battlestar-gpt2-small-x49"
+    assert not [r for r in suite_endpoint.requests() if r["path"].split("?")[0] == repo_api]
+
+
+def test_every_suite_repo_is_served_and_the_originals_read_safetensors(suite_endpoint, tmp_path):
+    """The 61 suite repos answer; an original Pythia (both formats) resolves to its safetensors, and
+    ``resolve_panel`` pins a panel's revisions by commit without downloading weights."""
+    from huggingface_hub import HfApi
+
+    api = HfApi()
+    for repo in suite_endpoint.repos:
+        assert len(api.list_repo_refs(repo).branches) in (154, 609)
+    panel = tmp_path / "p.toml"
+    panel.write_text(
+        '[[models]]\nname = "pythia-410m"\nrepo = "EleutherAI/pythia-410m"\nsource = "hub"\n'
+        'revisions = ["step0", "step512", "step143000"]\ntokens = { per_step = 2097152 }\n\n'
+        '[[models]]\nname = "caprica"\nrepo = "stanford-crfm/caprica-gpt2-small-x81"\nsource = "hub"\n'
+        'revisions = ["checkpoint-0", "checkpoint-400000"]\nallow_pickle = true\n'
+        "tokens = { per_step = 524288, step_pattern = 'checkpoint-(\\d+)' }\n")
+    resolved = resolve_panel(load_panel(panel).models, tmp_path)
+    files = api.list_repo_files("EleutherAI/pythia-410m", revision="step512")
+    assert "pytorch_model.bin" in files and "model.safetensors" in files
+    assert {r.weights_format for r in resolved["pythia-410m"].values()} == {"safetensors"}
+    assert {r.weights_format for r in resolved["caprica"].values()} == {"pickle"}
+    commits = suite_endpoint.repos["EleutherAI/pythia-410m"].branches
+    assert {rev: r.commit for rev, r in resolved["pythia-410m"].items()} == {
+        rev: commits[rev] for rev in ("step0", "step512", "step143000")}
+    assert not suite_endpoint.requests("GET", "/blobs/")  # nothing downloaded
 
 
 # ---- the protocol, with the real client ------------------------------------------------------------

@@ -5,7 +5,6 @@ import json
 
 import pytest
 
-from headwatch.claims import judge_cli
 from headwatch.claims.judge import CLAIMS, judge_model
 from headwatch.claims.synthetic import NEGATIVE_CONTROLS, healthy
 from headwatch.claims.verdict import Verdict
@@ -28,7 +27,7 @@ def judge(*argv: str) -> int:
 
 def test_published_panel_verdicts_json(tmp_path, capsys):
     out = tmp_path / "verdicts.json"
-    assert judge("--json", str(out)) == 0
+    assert judge("--panel", "published", "--json", str(out)) == 0
     data = json.loads(out.read_text())
     assert sorted(data["models"]) == ["EleutherAI/pythia-1b", "allenai/OLMo-1B-0724-hf"]
     olmo = data["models"]["allenai/OLMo-1B-0724-hf"]
@@ -77,16 +76,13 @@ def test_healthy_planted_model_exits_zero(tmp_path):
     assert judge("--reference-dir", str(tmp_path)) == 0
 
 
-def test_bad_input_gives_a_clear_error(tmp_path, capsys):
-    assert judge("--reference-dir", str(tmp_path / "missing")) == 2
-    assert "not a folder" in capsys.readouterr().err
+def test_a_reference_dir_that_holds_no_records_says_what_it_should_hold(tmp_path, capsys):
+    """(A missing folder and an unknown panel: test_cli.py's exit codes.)"""
     assert judge("--reference-dir", str(tmp_path)) == 2  # an empty folder
     assert "no converted measurement records" in capsys.readouterr().err
     (tmp_path / "x_mechinterp_step1.json").write_text("{}")
     assert judge("--reference-dir", str(tmp_path)) == 2  # the author's own format: convert it first
     assert "tools/convert_reference.py convert" in capsys.readouterr().err
-    assert judge("--panel", "no-such-panel") == 2
-    assert "unknown panel" in capsys.readouterr().err
 
 
 def test_models_filter_happens_before_anything_is_measured(tmp_path, capsys):
@@ -95,7 +91,7 @@ def test_models_filter_happens_before_anything_is_measured(tmp_path, capsys):
 
     code = main(["judge", "--panel", "organisms", "--models", "no-such-model,other", "--cache-dir", str(tmp_path)])
     assert code == 2
-    assert "none of" in capsys.readouterr().err
+    assert "unknown model 'no-such-model'" in capsys.readouterr().err
     assert not any(tmp_path.rglob("*.json"))
 
 
@@ -109,20 +105,12 @@ def test_json_dash_writes_the_verdicts_to_stdout(tmp_path, capsys, monkeypatch):
     assert not (tmp_path / "-").exists()
 
 
-def test_a_deviation_that_fails_otherwise_than_declared_sets_the_exit_code(tmp_path, capsys, monkeypatch):
+def test_a_deviation_that_fails_otherwise_than_declared_sets_the_exit_code(tmp_path, capsys):
     """Declared F1 at heads L0_H0, measured L0_H1: news, exit 1; declared as measured: exit 0."""
-    import dataclasses
-
-    from headwatch.fixtures.panels import PanelModel
-    from headwatch.spec import Deviation, Expectations
-
-    write_records({"planted/model": NEGATIVE_CONTROLS["bos_head_in_layer_0"].records()}, tmp_path)
-
-    def entry(heads):
-        expect = Expectations(xfail={"F1": Deviation("planted", heads=heads)})
-        return dataclasses.replace(PanelModel("planted", "planted/model", "reference", (), None, "p"), expect=expect)
-
-    for heads, code, word in ((("L0_H0",), 1, "does NOT match"), (("L0_H1",), 0, "declared known deviation")):
-        monkeypatch.setattr(judge_cli, "load_panel", lambda name, e=entry(heads): type("P", (), {"models": (e,)})())
-        assert judge("--reference-dir", str(tmp_path), "--panel", "x") == code
+    write_records({"planted/model": NEGATIVE_CONTROLS["bos_head_in_layer_0"].records()}, tmp_path / "ref")
+    for heads, code, word in (("L0_H0", 1, "does NOT match"), ("L0_H1", 0, "declared known deviation")):
+        panel = tmp_path / f"{heads}.toml"
+        panel.write_text('[[models]]\nname = "planted"\nrepo = "planted/model"\nsource = "reference"\n'
+                         f'[models.expect.xfail]\nF1 = {{ reason = "planted", heads = ["{heads}"] }}\n')
+        assert judge("--reference-dir", str(tmp_path / "ref"), "--panel", str(panel)) == code
         assert word in capsys.readouterr().out

@@ -13,9 +13,12 @@ from pathlib import Path
 import pytest
 
 from headwatch.fixtures import loading
-from headwatch.fixtures.provider import IdenticalWeightsWarning, Provider, ProviderOptions
-from headwatch.fixtures.hubcache import repo_folder, save_revision, save_tiny_revisions
+from headwatch.fixtures.hubcache import repo_folder, save_revision
 from headwatch.fixtures.panels import PanelError, load_panel, parse_panel
+from headwatch.fixtures.provider import IdenticalWeightsWarning, Provider, ProviderOptions
+from headwatch.fixtures.tiny import tiny_model
+from headwatch_testing.broken import BROKEN_CHECKPOINTS, save_broken_checkpoint
+from headwatch_testing.tinypanel import save_tiny_revisions
 
 TINY_PROBE = """
 [models.probe]
@@ -105,7 +108,7 @@ def test_repo_not_cached_offline_says_how_to_fill(hub):
 
 
 def test_revision_without_safetensors_is_refused(hub):
-    with pytest.raises(loading.NoSafetensorsError, match=r"no safetensors weights.*pytorch_model\.bin.*never unpickles"):
+    with pytest.raises(loading.NoSafetensorsError, match=r"no safetensors weights.*pytorch_model\.bin.*does not unpickle.*allow_pickle = true"):
         loading.resolve_revision("tiny-org/neox", "step-bin", cache_dir=str(hub))
 
 
@@ -136,8 +139,6 @@ def test_local_folder_missing_revision_and_folder(tmp_path):
 
 
 def test_local_folder_panel_loads_and_measures(tmp_path):
-    from headwatch.fixtures.tiny import tiny_model
-
     root = tmp_path / "seed7"
     for i, rev in enumerate(["step0", "step100"]):
         tiny_model("gpt_neox", seed=i, attn_implementation="eager").save_pretrained(root / rev)
@@ -184,8 +185,6 @@ def test_identical_weights_helper():
 
 
 def test_weights_hash_tracks_weights():
-    from headwatch.fixtures.tiny import tiny_model
-
     a, b, c = (tiny_model("gpt_neox", seed=s) for s in (0, 0, 1))
     assert loading.weights_hash(a) == loading.weights_hash(b) != loading.weights_hash(c)
 
@@ -204,7 +203,7 @@ def test_trust_remote_code_off_and_loader_arguments(hub, monkeypatch):
     with pytest.raises(loading.LoadingError, match="could not load tiny-org/olmo@step8"):
         loading.load_checkpoint(resolved)
     assert seen["repo"] == "tiny-org/olmo" and seen["revision"] == resolved.commit  # pinned, not the branch
-    assert seen["trust_remote_code"] is False and seen["use_safetensors"] is True
+    assert seen["trust_remote_code"] is False and seen["use_safetensors"] is True and seen["weights_only"] is True
     assert seen["attn_implementation"] == "eager" and seen["local_files_only"] is True
     assert seen["cache_dir"] == str(hub)
     assert load_panel("paper").models[0].trust_remote_code is False
@@ -275,3 +274,84 @@ def test_online_resolution_with_list_repo_refs(monkeypatch, tmp_path):
         loading.resolve_revision(repo, "step100000-tokens418B", cache_dir=str(tmp_path))
     with pytest.raises(loading.NoSafetensorsError, match=r"pytorch_model\.bin"):
         loading.resolve_revision(repo, "step200000-tokens838B", cache_dir=str(tmp_path))
+
+
+# ---- checkpoints that do not hold their model: refused before or as the weights load, naming what is wrong ----
+
+
+WEIGHTS = ["no-lm-head", "config-more-layers", "config-fewer-layers", "config-wider-mlp", "olmoe-expert-missing",
+           "extra-tensor"]
+
+
+FILES = ["truncated", "garbage-weights", "empty-weights", "shard-missing"]
+
+
+CONFIGS = ["config-not-json", "config-unknown-type"]
+
+
+def _resolved(tmp_path, kind: str) -> loading.ResolvedRevision:
+    save_broken_checkpoint(tmp_path / "run" / kind, kind)
+    return loading.resolve_local(tmp_path / "run", kind)
+
+
+@pytest.mark.parametrize("kind", WEIGHTS)
+def test_weights_that_do_not_cover_the_model_are_refused(tmp_path, kind):
+    """Missing keys (would be random), unexpected keys, shape mismatches: refused, the keys named."""
+    resolved = _resolved(tmp_path, kind)
+    with pytest.raises(loading.LoadingError, match=BROKEN_CHECKPOINTS[kind][2]) as info:
+        loading.load_checkpoint(resolved)
+    assert "do not match the model" in str(info.value)
+
+
+def test_tied_weights_legitimately_absent_load(tmp_path):
+    """With tie_word_embeddings the LM head is the embedding: its absence from the file is fine."""
+    from safetensors.torch import load_file, save_file
+
+    folder = tmp_path / "run" / "tied"
+    tiny_model("gpt_neox", seed=0, attn_implementation="eager").save_pretrained(folder)
+    tensors = load_file(str(folder / "model.safetensors"))
+    tensors.pop("embed_out.weight")
+    save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "tie_word_embeddings": True}))
+    loaded = loading.load_checkpoint(loading.resolve_local(tmp_path / "run", "tied"))
+    model = loaded.model
+    assert model.get_output_embeddings().weight.data_ptr() == model.get_input_embeddings().weight.data_ptr()
+
+
+@pytest.mark.parametrize("kind", FILES)
+def test_damaged_weight_files_are_named(tmp_path, kind):
+    """Truncated, garbage, empty or missing weight files: a LoadingError naming the file, not a traceback
+    from deep inside safetensors."""
+    resolved = _resolved(tmp_path, kind)
+    with pytest.raises(loading.LoadingError, match=BROKEN_CHECKPOINTS[kind][2]):
+        loading.load_checkpoint(resolved)
+
+
+@pytest.mark.parametrize("kind", CONFIGS)
+def test_bad_configs_are_refused_before_the_weights(tmp_path, kind, monkeypatch, headwatch_cli):
+    """A config.json that is not JSON, or names an unknown model_type: refused naming it, through
+    ``headwatch measure`` (exit 2), and no weights are read."""
+    save_broken_checkpoint(tmp_path / kind, kind)
+    monkeypatch.setattr(loading, "load_checkpoint", _must_not_load)
+    r = headwatch_cli("measure", "--model", tmp_path / kind, "--out", tmp_path / "o.json", *SMALL)
+    assert r.code == 2 and BROKEN_CHECKPOINTS[kind][2] in r.err and "Traceback" not in r.err, r.err
+
+
+def test_an_architecture_without_a_row_is_refused_before_the_weights(tmp_path, monkeypatch, headwatch_cli):
+    from transformers import OPTConfig, OPTForCausalLM
+
+    OPTForCausalLM(OPTConfig(num_hidden_layers=1, num_attention_heads=2, hidden_size=16, ffn_dim=32,
+                             word_embed_proj_dim=16, vocab_size=300)).save_pretrained(tmp_path / "opt")
+    monkeypatch.setattr(loading, "load_checkpoint", _must_not_load)
+    r = headwatch_cli("measure", "--model", tmp_path / "opt", "--out", tmp_path / "o.json", *SMALL)
+    assert r.code == 2 and "'opt'" in r.err and "architecture" in r.err, r.err
+
+
+#: Probe settings that fit the tiny models and run in a second.
+SMALL = ("--n-examples", "8", "--n-pr", "8", "--seq-len", "64", "--vocab-lo", "10", "--vocab-hi", "300",
+         "--batch-size", "4", "--device", "cpu")
+
+
+def _must_not_load(*args, **kwargs):
+    raise AssertionError("weights were loaded although the config is unusable")

@@ -1,5 +1,6 @@
 """measure(): one record per checkpoint with the author's keys, task metrics and ablations."""
 import json
+import dataclasses
 import math
 
 import pytest
@@ -148,3 +149,30 @@ def test_records_refuse_foreign_json():
         MeasurementRecord.from_dict({"model": "x"})
     with pytest.raises(ValueError, match="L<layer>_H<head>"):
         parse_head_key("layer3head2")
+
+
+# ---- the probe settings' rules, where the numbers are made ----
+
+
+def test_measure_itself_refuses_settings_the_record_would_misstate():
+    """The probes check again where the numbers are made, whoever calls them."""
+    from headwatch.probes.measure import measure
+    from headwatch.probes.record import ProbeSettings
+    from headwatch.validation import InputError
+
+    model = tiny_model("gpt_neox")
+    base = ProbeSettings(n_examples=8, n_pr=8, seq_len=64, vocab_lo=10, vocab_hi=300, batch_size=4)
+    for bad in ({"n_pr": 9}, {"n_pr": 0}, {"vocab_hi": 13}, {"seq_len": 600}):
+        with pytest.raises(InputError):
+            measure(model, dataclasses.replace(base, **bad), model_name="t", revision="r", progress=False)
+
+
+def test_one_rule_per_probe_setting():
+    from headwatch.probes.record import ProbeSettings
+    from headwatch.validation import PROBE_RULES, check_probe_settings
+
+    assert set(PROBE_RULES) == {f.name for f in dataclasses.fields(ProbeSettings)}
+    check_probe_settings(dataclasses.asdict(ProbeSettings()))  # the paper's defaults pass
+    from headwatch.fixtures.organisms import PROBE
+
+    check_probe_settings(dataclasses.asdict(PROBE))  # and the organisms'

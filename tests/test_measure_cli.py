@@ -1,14 +1,19 @@
-"""``headwatch measure`` end to end: Hub-format cache offline, local folders, and bad input."""
+"""``headwatch measure`` end to end: Hub-format cache offline, local folders, and bad input (every argument
+and the checkpoint's location checked before any model loads; docs/hostile-inputs.md, "Probe settings"
+and "Where the checkpoint is")."""
 import json
 
 import pytest
 
+from headwatch.cli import main
+from headwatch.fixtures import loading
 from headwatch.fixtures.hubcache import save_revision
 from headwatch.fixtures.tiny import tiny_model
-from headwatch.cli import main
 
-ARGS = ["--n-examples", "8", "--seq-len", "64", "--vocab-lo", "10", "--vocab-hi", "300", "--n-pr", "8",
-        "--batch-size", "4", "--device", "cpu"]
+#: Probe settings that fit the tiny models and run in a second.
+SMALL = {"--n-examples": "8", "--n-pr": "8", "--seq-len": "64", "--vocab-lo": "10", "--vocab-hi": "300",
+         "--batch-size": "4", "--device": "cpu"}
+ARGS = [x for kv in SMALL.items() for x in kv]
 
 
 @pytest.fixture
@@ -23,7 +28,7 @@ def hub_cache(tmp_path, monkeypatch):
 def test_measure_by_repo_and_revision_offline(hub_cache, tmp_path, capsys):
     out = tmp_path / "r.json"
     code = main(["measure", "--model", "tiny-org/neox", "--revision", "step100", "--out", str(out),
-                 "--cache-dir", str(hub_cache), "--tokens-seen", "1e6", *ARGS])
+                 "--hub-cache-dir", str(hub_cache), "--tokens-seen", "1e6", *ARGS])
     assert code == 0
     record = json.loads(out.read_text())
     assert record["model"] == "tiny-org/neox" and record["revision"] == "step100"
@@ -35,7 +40,7 @@ def test_measure_by_repo_and_revision_offline(hub_cache, tmp_path, capsys):
 
 def test_missing_revision_names_the_closest(hub_cache, tmp_path, capsys):
     code = main(["measure", "--model", "tiny-org/neox", "--revision", "step10", "--out", str(tmp_path / "x.json"),
-                 "--cache-dir", str(hub_cache), *ARGS])
+                 "--hub-cache-dir", str(hub_cache), *ARGS])
     assert code == 2
     err = capsys.readouterr().err
     assert "step10" in err and "step100" in err
@@ -55,3 +60,82 @@ def test_folder_without_config_needs_a_revision(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main(["measure", "--model", str(tmp_path / "empty"), "--out", str(tmp_path / "x.json"), *ARGS]) == 2
     assert "no config.json" in capsys.readouterr().err
+
+
+# ---- every argument is checked before any model loads (headwatch.validation's rules), the flag named ----
+
+
+@pytest.fixture
+def never_loads(monkeypatch):
+    """Fail the test if any checkpoint's weights are loaded."""
+    def load(*args, **kwargs):
+        raise AssertionError("a model was loaded before the bad input was refused")
+
+    monkeypatch.setattr(loading, "load_checkpoint", load)
+
+
+def measure_args(checkpoint, out, **changes: str | None) -> list[str]:
+    args = {**SMALL, **{f"--{k.replace('_', '-')}": v for k, v in changes.items()}}
+    flat = [x for k, v in args.items() if v is not None for x in (k, v)]
+    return ["measure", "--model", str(checkpoint), "--out", str(out), *flat]
+
+
+#: (setting changes, what the message must name): each wrote a record of garbage or crashed on main.
+REFUSED = {
+    "n-pr 0": ({"n_pr": "0"}, "--n-pr"),
+    "n-pr negative": ({"n_pr": "-5"}, "--n-pr"),
+    "n-pr above n": ({"n_pr": "9"}, "--n-pr"),
+    "n-examples 0": ({"n_examples": "0"}, "--n-examples"),
+    "batch 0": ({"batch_size": "0"}, "--batch-size"),
+    "batch negative": ({"batch_size": "-2"}, "--batch-size"),
+    "seq 30": ({"seq_len": "30"}, "--seq-len"),
+    "seq 50 (baseline)": ({"seq_len": "50"}, "--seq-len"),
+    "vocab-lo negative": ({"vocab_lo": "-5"}, "--vocab-lo"),
+    "vocab 3 ids": ({"vocab_lo": "10", "vocab_hi": "13"}, "valid"),
+    "vocab 8 ids": ({"vocab_lo": "10", "vocab_hi": "18"}, "valid"),
+    "vocab inverted": ({"vocab_lo": "200", "vocab_hi": "100"}, "--vocab-hi"),
+    "tokens nan": ({"tokens_seen": "nan"}, "--tokens-seen"),
+    "tokens negative": ({"tokens_seen": "-1"}, "--tokens-seen"),
+    "device gpu": ({"device": "gpu"}, "--device"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_cli_probe_settings_are_refused_before_loading(case, checkpoint, tmp_path, never_loads, headwatch_cli):
+    changes, names = REFUSED[case]
+    r = headwatch_cli(*measure_args(checkpoint, tmp_path / "o.json", **changes))
+    assert r.code == 2, r.err
+    assert names in r.err and "allowed" in r.err and "Traceback" not in r.err, r.err
+    assert not (tmp_path / "o.json").exists()
+
+
+@pytest.mark.parametrize("changes, names", [({"seq_len": "600"}, "512 positions"), ({"vocab_hi": "400"}, "300 ids")])
+def test_settings_that_do_not_fit_the_model_are_refused_before_the_weights(changes, names, checkpoint, tmp_path,
+                                                                            never_loads, headwatch_cli):
+    """Checked right after config.json is read: the weights are never loaded."""
+    r = headwatch_cli(*measure_args(checkpoint, tmp_path / "o.json", **changes))
+    assert r.code == 2 and names in r.err, r.err
+
+
+def test_default_n_pr_is_capped_and_recorded_as_used(checkpoint, tmp_path, headwatch_cli):
+    """`--n-examples 8` without `--n-pr`: main recorded n_pr 500 while using 8."""
+    r = headwatch_cli(*measure_args(checkpoint, tmp_path / "o.json", n_pr=None))
+    assert r.code == 0, r.err
+    record = json.loads((tmp_path / "o.json").read_text())
+    assert record["settings"]["n_pr"] == 8 and record["n_examples_valid"] == 8
+
+
+@pytest.mark.parametrize("argv, names", [
+    (["--model", "./runs/nope"], "no folder"),
+    (["--model", "{tmp}/gone/step0"], "no folder"),
+    (["--model", "{ckpt}/config.json"], "is a file"),
+    (["--model", ""], "--model"),
+    (["--model", "a/b/c"], "not a Hub repo id"),
+])
+def test_checkpoint_locations_are_checked(argv, names, checkpoint, tmp_path, headwatch_cli, monkeypatch):
+    """A path that does not exist is not looked up on the Hub (main: a traceback about repo ids)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    argv = [a.replace("{tmp}", str(tmp_path)).replace("{ckpt}", str(checkpoint)) for a in argv]
+    r = headwatch_cli("measure", *argv, "--out", tmp_path / "o.json", *ARGS)
+    assert r.code == 2 and names in r.err and "Traceback" not in r.err, r.err

@@ -92,6 +92,7 @@ def limits() -> tuple[int, int]:
     return layered, direct
 
 
+@pytest.mark.slow
 def test_low_limit_gives_layer_by_layer_float32_with_identical_numbers(olmoe_folder, tmp_path, monkeypatch, measure_step0):
     monkeypatch.delenv("HEADWATCH_MEMORY_LIMIT", raising=False)
     full = measure_step0(olmoe_folder, tmp_path / "plain")
@@ -144,6 +145,7 @@ def test_too_low_limit_refuses_before_reading_weights(olmoe_folder, tmp_path, mo
     assert isinstance(e.value, loading.LoadingError)  # reported like every other loading problem
 
 
+@pytest.mark.slow
 def test_upcast_on_device_plan_gives_identical_numbers(olmoe_folder, tmp_path, monkeypatch, measure_step0):
     """The GPU plan (bfloat16 on the host, cast to float32 on the device), run here with the CPU as
     the device: the same numbers and weights hash as a float32 load."""

@@ -1,9 +1,11 @@
-"""Config-faithful miniatures of Pythia 1B, OLMo 1B 0724 and OLMoE 1B-7B: flags, capture parity, pipeline.
+"""Config-faithful miniatures of Pythia 1B, OLMo 1B 0724, OLMoE 1B-7B, the PolyPythia sizes, GPT-2 small
+and Mistral's GPT-2 small: flags, capture parity, pipeline.
 
 A miniature (``headwatch.fixtures.tiny.miniature_model``) is the published config
 (``headwatch.fixtures.realconfigs``) with only its sizes shrunk, so the flags that change how attention is computed (partial rotary,
 parallel residual, qkv clipping, non-parametric LayerNorm, full-width q/k norm, 64 experts top-8
-without renormalisation) are exercised by the capture path exactly as on the real models.
+without renormalisation, GPT-2's fused Conv1D qkv, learned positions and Mistral's per-layer score
+scaling) are exercised by the capture path exactly as on the real models.
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import pytest
 import torch
 
 from headwatch.fixtures.realconfigs import REAL_MODELS, config_value, real_config, real_model
-from headwatch.fixtures.tiny import MINIATURE_SIZES, MINIATURES, miniature_config, miniature_model
+from headwatch.fixtures.tiny import DISTINCT_MINIATURES, MINIATURE_SIZES, MINIATURES, miniature_config, miniature_model
 from headwatch.probes.architectures import attention_modules, head_geometry
 from headwatch.probes.record import HEAD_CLASSES
 
@@ -37,8 +39,39 @@ def test_miniature_keeps_every_published_flag_and_shrinks_only_sizes(name):
     full_d, mini_d = full.to_dict(), mini.to_dict()
     differing = {k for k in full_d.keys() | mini_d.keys() if full_d.get(k) != mini_d.get(k)}
     assert differing == set(MINIATURE_SIZES[name])
-    assert str(mini.dtype).removeprefix("torch.") == row.stored_dtype
-    assert mini.vocab_size == 50304  # the real vocabulary: the paper's probe ids fit
+    assert (str(mini.dtype).removeprefix("torch.") if mini.dtype else "float32") == row.stored_dtype
+    assert mini.vocab_size == row.published["vocab_size"] >= 10000  # the real vocabulary: the paper's probe ids fit
+
+
+def test_pythia_sizes_differ_from_pythia_1b_in_sizes_only():
+    """So Pythia 1B's miniature is every Pythia size's miniature (DISTINCT_MINIATURES lists one)."""
+    base = real_model("pythia-1b")
+    for name in ("pythia-14m", "pythia-31m", "pythia-70m", "pythia-160m", "pythia-410m"):
+        row = real_model(name)
+        assert {k for k in row.published if row.published[k] != base.published[k]} <= set(base.size_keys)
+        assert row.flags == base.flags and row.sources
+        if name in MINIATURE_SIZES:
+            assert miniature_config(name).to_dict() == miniature_config("pythia-1b").to_dict()
+
+    def key(n):
+        return tuple(sorted((k, str(v)) for k, v in miniature_config(n).to_dict().items()))
+
+    every, distinct = {key(n) for n in MINIATURES}, {key(n) for n in DISTINCT_MINIATURES}
+    assert every == distinct and len(distinct) == len(DISTINCT_MINIATURES)
+
+
+def test_gpt2_flags_are_live_in_the_modules():
+    """Fused Conv1D qkv (weight stored [in, out]), learned positions, tied embeddings, and Mistral's
+    1/(layer + 1) score scaling, which GPT-2 small does not have."""
+    for name, per_layer in (("gpt2-small", False), ("mistral-gpt2-small", True)):
+        model = miniature_model(name)
+        g = head_geometry(model)
+        attns = attention_modules(model)
+        assert type(attns[0].c_attn).__name__ == "Conv1D" and attns[0].c_attn.weight.shape == (128, 3 * 128)
+        assert model.transformer.wpe.weight.shape == (1024, 128)  # learned absolute positions
+        assert model.get_output_embeddings().weight.data_ptr() == model.get_input_embeddings().weight.data_ptr()
+        assert [a.scaling for a in attns] == [g.d_head ** -0.5 / ((l + 1) if per_layer else 1) for l in range(g.n_layers)]
+        assert model.config.reorder_and_upcast_attn is per_layer
 
 
 def test_published_flags_are_live_in_the_modules():
@@ -70,12 +103,14 @@ def test_published_flags_are_live_in_the_modules():
 # ---- capture parity on each miniature ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", MINIATURES)
+@pytest.mark.slow
+@pytest.mark.parametrize("name", DISTINCT_MINIATURES)
 def test_capture_parity_on_each_miniature(name, capture_parity):
     """Rows and head outputs <= 1e-5 of the eager references, logits <= 1e-4 (tests/conftest.py)."""
     capture_parity(miniature_model(name, seed=1), probe_tokens()).assert_within()
 
 
+@pytest.mark.slow
 def test_capture_parity_with_qkv_clipping_engaged(capture_parity):
     """OLMo's clip_qkv only bites on large activations: scale q/k/v until about 15% of q passes 8.
 
@@ -108,12 +143,13 @@ def test_capture_parity_with_qkv_clipping_engaged(capture_parity):
 def miniature_folders(tmp_path_factory) -> Path:
     """Each miniature saved in its stored dtype as a local panel folder ``<name>/step0``."""
     root = tmp_path_factory.mktemp("miniatures")
-    for name in MINIATURES:
+    for name in DISTINCT_MINIATURES:
         miniature_model(name, seed=3, dtype="stored").save_pretrained(root / name / "step0")
     return root
 
 
-@pytest.mark.parametrize("name", MINIATURES)
+@pytest.mark.slow
+@pytest.mark.parametrize("name", DISTINCT_MINIATURES)
 def test_whole_measure_pipeline_on_each_miniature(name, miniature_folders, tmp_path, measure_step0):
     record = measure_step0(miniature_folders / name, tmp_path / "c")  # tests/conftest.py: 12 examples
     g = head_geometry(miniature_model(name))
@@ -126,3 +162,17 @@ def test_whole_measure_pipeline_on_each_miniature(name, miniature_folders, tmp_p
     # stored in float16/float32/bfloat16, probed in float32 (what the paper's author needed)
     assert record.provenance["dtype"] == "float32" and record.provenance["model_type"] == REAL_MODELS[name].published["model_type"]
     assert record.provenance["resolved_from"] == "local" and len(record.provenance["weights_hash"]) == 64
+
+
+def test_gpt2_probe_longer_than_its_learned_positions_is_refused_before_the_weights(tmp_path):
+    """GPT-2 has 1024 learned positions (n_positions; transformers reads it as max_position_embeddings):
+    a longer probe is refused from config.json alone, naming the limit, not an index error mid-forward."""
+    from headwatch.fixtures import loading, preflight
+    from headwatch.probes.record import ProbeSettings
+    from headwatch.validation import InputError
+
+    miniature_model("mistral-gpt2-small", dtype="stored").save_pretrained(tmp_path / "run" / "step0")
+    resolved = loading.resolve_local(tmp_path / "run", "step0")
+    settings = ProbeSettings(n_examples=4, seq_len=1025, vocab_lo=100, vocab_hi=10000, n_pr=4, batch_size=4)
+    with pytest.raises(InputError, match=r"seq_len: got 1025, beyond the 1024 positions"):
+        preflight.check_before_load(resolved, settings, offline=True)

@@ -49,6 +49,7 @@ def load(cache_dir, repo: str, revision: str):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", FAMILIES)
 def test_cache_layout_and_offline_load(family, tmp_path, offline):
     recipe = tiny(family)
@@ -82,6 +83,7 @@ def test_cache_layout_and_offline_load(family, tmp_path, offline):
         load(tmp_path, repo, "step3")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", FAMILIES)
 def test_deterministic_and_resumable(family, tmp_path):
     recipe = tiny(family)
@@ -97,6 +99,7 @@ def test_deterministic_and_resumable(family, tmp_path):
     assert cached_revisions(whole, repo) == cached_revisions(split, repo), "resumed run diverged"
 
 
+@pytest.mark.slow
 def test_training_threads_are_the_callers_again_afterwards(tmp_path):
     """train(threads=N) trains with N threads (logged) and leaves the process's own count alone."""
     import torch
@@ -108,6 +111,7 @@ def test_training_threads_are_the_callers_again_afterwards(tmp_path):
     assert torch.get_num_threads() == before
 
 
+@pytest.mark.slow
 def test_other_seed_other_weights(tmp_path):
     recipe = tiny("gptneox")
     train(recipe, seed=0, cache_dir=tmp_path, progress=False)
@@ -117,6 +121,7 @@ def test_other_seed_other_weights(tmp_path):
     assert a["step0"] != b["step0"] and a["step6"] != b["step6"]
 
 
+@pytest.mark.slow
 def test_ensure_trained_trains_only_what_is_missing(tmp_path, monkeypatch):
     """ensure_trained hands what is missing to the one runner (a child process), and nothing else."""
     organism = dataclasses.replace(ORGANISMS["olmo"], recipe=tiny("olmo"))
@@ -160,6 +165,7 @@ def fake_child(tmp_path, monkeypatch):
     return "fake_child"
 
 
+@pytest.mark.slow
 def test_runner_relays_each_childs_progress_and_runs_them_in_parallel(fake_child, tmp_path):
     seen = []
     jobs = [runner.TrainingJob("gptneox", 0, tmp_path), runner.TrainingJob("olmo", 0, tmp_path)]
@@ -173,6 +179,7 @@ def test_runner_relays_each_childs_progress_and_runs_them_in_parallel(fake_child
     assert "chatter" not in " ".join(p.describe() for p in seen)  # non-progress output is not relayed
 
 
+@pytest.mark.slow
 def test_runner_reports_a_failed_child_with_its_output(fake_child, tmp_path):
     seen = []
     with pytest.raises(runner.TrainingError, match=r"broken seed 0 failed \(exit 3\).*it broke"):
@@ -188,6 +195,7 @@ def test_training_env_pins_thread_pools():
     assert env.get("PATH") == __import__("os").environ.get("PATH")
 
 
+@pytest.mark.slow
 def test_child_trains_under_a_lock_and_reports_each_checkpoint(tmp_path, monkeypatch, capsys):
     """The child (what ``python -m headwatch.fixtures.organisms`` runs): one line per checkpoint; a
     second process asking for an organism that is being trained waits for it, then trains nothing."""
@@ -203,12 +211,15 @@ def test_child_trains_under_a_lock_and_reports_each_checkpoint(tmp_path, monkeyp
         fcntl.flock(held, fcntl.LOCK_EX)
         waiter = threading.Thread(target=runner.child_main, args=(args,))
         waiter.start()
-        time.sleep(1.0)
-        assert waiter.is_alive()  # ... so this one waits
+        said, deadline = "", time.monotonic() + 60
+        while '"waiting"' not in said and waiter.is_alive() and time.monotonic() < deadline:
+            said += capsys.readouterr().out  # its readiness: the "waiting" line, printed before it blocks
+            time.sleep(0.01)
+        assert '"waiting"' in said and waiter.is_alive(), said  # ... so this one waits
         train(organism.recipe, seed=0, cache_dir=tmp_path, progress=False)
         fcntl.flock(held, fcntl.LOCK_UN)
     waiter.join(60)
-    events = [runner.Progress.from_line(l) for l in capsys.readouterr().out.splitlines()]
+    events = [runner.Progress.from_line(l) for l in (said + capsys.readouterr().out).splitlines()]
     assert [(e.event, e.message) for e in events] == [("waiting", ""), ("done", "already trained")]
 
     other = tmp_path / "fresh"
@@ -221,7 +232,7 @@ def test_child_trains_under_a_lock_and_reports_each_checkpoint(tmp_path, monkeyp
 
 def test_cli_families_are_the_packages():
     from headwatch.fixtures.organisms import FAMILIES
-    from headwatch.fixtures.organisms.cli import FAMILIES as CLI_FAMILIES, ORGANISM_NAMES
+    from headwatch.cli.organisms import FAMILIES as CLI_FAMILIES, ORGANISM_NAMES
 
     assert CLI_FAMILIES == FAMILIES
     assert ORGANISM_NAMES == tuple(ORGANISMS)
@@ -247,6 +258,7 @@ def test_recipes_meet_the_issue_shape():
     assert ORGANISMS["olmoe"].recipe.num_experts >= 4
 
 
+@pytest.mark.slow
 def test_a_changed_recipe_is_retrained_not_reused(tmp_path):
     """Checkpoints made by another recipe under the same repo id count as missing."""
     recipe = tiny("gptneox")
@@ -257,3 +269,24 @@ def test_a_changed_recipe_is_retrained_not_reused(tmp_path):
     train(changed, seed=0, cache_dir=tmp_path, progress=False)
     assert missing_revisions(changed, 0, tmp_path) == []
     assert missing_revisions(recipe, 0, tmp_path) == list(recipe.checkpoints)
+
+
+# ---- headwatch organisms train: arguments checked before any child starts ----
+
+
+@pytest.mark.parametrize("argv, names", [(["--seed", "-1"], "--seed"), (["--family", "olm"], "--family"),
+                                         (["--organisms-cache-dir", "{file}"], "a-file")])
+def test_organisms_train_arguments_are_checked(argv, names, tmp_path, headwatch_cli, monkeypatch):
+    """Refused before any child process starts (main started training with them)."""
+    from headwatch.fixtures.organisms import runner
+
+    def train(*args, **kwargs):
+        raise AssertionError("training started with bad arguments")
+
+    monkeypatch.setattr(runner, "train_in_subprocesses", train)
+    (tmp_path / "a-file").write_text("")
+    argv = [a.replace("{file}", str(tmp_path / "a-file")) for a in argv]
+    if "--organisms-cache-dir" not in argv:
+        argv += ["--organisms-cache-dir", str(tmp_path / "org")]
+    r = headwatch_cli("organisms", "train", "--family", "olmo", *argv)
+    assert r.code == 2 and names in r.err, r.err

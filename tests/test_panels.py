@@ -1,16 +1,14 @@
-"""Panels as data: the shipped files, the schema's errors, selection, and the conftest contract."""
+"""Panels as data: the shipped files, the schema's errors, every value checked when a panel loads,
+selection, and the claim-test contract (docs/hostile-inputs.md, "Panel files")."""
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
+from headwatch.fixtures import loading
 from headwatch.fixtures.panels import (
     PanelError,
     available_panels,
@@ -20,7 +18,9 @@ from headwatch.fixtures.panels import (
     parse_panel,
     select,
 )
+from headwatch.fixtures.provider import Provider, ProviderOptions
 from headwatch.spec import Deviation, Formation, FormationWindow
+from headwatch_testing.tinypanel import local_panel_text
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "docs" / "SPEC.md"
@@ -212,6 +212,146 @@ def test_schema_errors_say_what_is_wrong(text, message):
         parse(text)
 
 
+# ---- every panel value is checked by the one rule set when the panel loads (docs/hostile-inputs.md, "Panel files") ----
+
+
+REFERENCE = """\
+[panel]
+name = "p"
+[[models]]
+name = "pythia-1b"
+repo = "EleutherAI/pythia-1b"
+source = "reference"
+revisions = ["step1", "step256", "step3000", "step143000"]
+{tokens}
+{model}
+[models.expect]
+{expect}
+"""
+
+
+#: (where the bad value goes, the TOML, what the message must name)
+BAD_VALUES = {
+    "per_step negative": ("tokens", "tokens = { per_step = -2097152 }", "per_step"),
+    "per_step zero": ("tokens", "tokens = { per_step = 0 }", "per_step"),
+    "per_step nan": ("tokens", "tokens = { per_step = nan }", "per_step"),
+    "table negative": ("tokens", "tokens = { table = { step1 = -5, step256 = 1, step3000 = 2, step143000 = 3 } }", "table"),
+    "step_pattern not a regex": ("tokens", 'tokens = { per_step = 1, step_pattern = "step(" }', "step_pattern"),
+    "step_pattern without group": ("tokens", 'tokens = { per_step = 1, step_pattern = "step\\\\d+" }', "step_pattern"),
+    "step_pattern of letters": ("tokens", 'tokens = { per_step = 1, step_pattern = "(step)" }', "step_pattern"),
+    "total_tokens negative": ("model", "total_tokens = -5", "total_tokens"),
+    "hub_cache_dir not a string": ("model", "hub_cache_dir = 5", "hub_cache_dir"),
+    "attn_implementation unknown": ("model", 'attn_implementation = "flash"', "attn_implementation"),
+    "description not a string": ("model", "description = 5", "description"),
+    "f3_min_ratio negative": ("expect", "f3_min_ratio = -1", "f3_min_ratio"),
+    "f4_max_fraction above 1": ("expect", "f4_max_fraction = 2", "f4_max_fraction"),
+    "f4_max_fraction nan": ("expect", "f4_max_fraction = nan", "f4_max_fraction"),
+}
+
+
+#: Probe values in a local panel: (the TOML line, what the message must name).
+BAD_PROBES = {
+    "string": ('seq_len = "64"', "seq_len"),
+    "float": ("n_examples = 16.5", "n_examples"),
+    "n_pr 0": ("n_pr = 0", "n_pr"),
+    "n_pr above n": ("n_pr = 32", "n_pr"),
+    "seq_len 10": ("seq_len = 10", "seq_len"),
+    "vocab 3 ids": ("vocab_hi = 13", "valid"),
+    "batch 0": ("batch_size = 0", "batch_size"),
+    "seed negative": ("seed = -1", "seed"),
+    "ablation string": ('ablation = "yes"', "ablation"),
+    "dtype": ('dtype = "float64"', "dtype"),
+}
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "p.toml"
+    path.write_text(text)
+    return path
+
+
+def reference_panel(tmp_path, tokens="tokens = { per_step = 2097152 }", model="", expect='bos_shape = "ramp"') -> Path:
+    return _write(tmp_path, REFERENCE.format(tokens=tokens, model=model, expect=expect))
+
+
+def local_panel(tmp_path, root, probe="", model="") -> Path:
+    return _write(tmp_path, local_panel_text(root, panel_name="p", model_lines=model, probe_lines=probe))
+
+
+@pytest.mark.parametrize("case", sorted(BAD_VALUES))
+def test_panel_values_are_refused_with_what_is_allowed(case, tmp_path):
+    where, toml, names = BAD_VALUES[case]
+    path = reference_panel(tmp_path, **{where: toml})
+    with pytest.raises(PanelError, match=names.replace("\\", "\\\\")):
+        load_panel(str(path))
+
+
+@pytest.mark.parametrize("case", sorted(BAD_PROBES))
+def test_probe_values_in_a_panel_are_refused(case, tmp_path, local_run):
+    toml, names = BAD_PROBES[case]
+    with pytest.raises(PanelError, match=names):
+        load_panel(str(local_panel(tmp_path, local_run, probe=toml)))
+
+
+@pytest.mark.parametrize("text, names", [
+    ('[panel]\nname = 5\n[[models]]\nname = "m"\nrepo = "o/m"\nsource = "reference"\n', "name"),
+    ('[panel]\nname = ""\n[[models]]\nname = "m"\nrepo = "o/m"\nsource = "reference"\n', "name"),
+    ('[panel]\nname = "p"\n[[models]]\nname = "m"\nrepo = "o/m"\nsource = "reference"\nrevisions = []\n', "empty"),
+    ('[panel]\nname = "p"\n[[models]]\nname = "m"\nrepo = "o/m"\nsource = "reference"\nrevisions = ["a", ""]\n', "revisions"),
+    ('[[models]]\nname = "o"\nsource = "organism"\n[models.organism]\nfamily = "olmo"\nseed = -1\n', "seed"),
+    ('[[models]]\nname = "o"\nsource = "organism"\n[models.organism]\nfamily = "olmo"\ncache_dir = 5\n', "cache_dir"),
+    ('[[models]]\nname = "t"\nrepo = "nowhere/runs"\nsource = "local"\nrevisions = ["step0"]\ntokens = { per_step = 1 }\n', "no folder"),
+])
+def test_panel_structure_is_refused(text, names, tmp_path):
+    with pytest.raises(PanelError, match=names):
+        load_panel(str(_write(tmp_path, text)))
+
+
+def test_tokens_must_follow_for_every_revision_and_total_must_cover_them(tmp_path, local_run):
+    """An unknown token count sorted a revision last; a short total put revisions past the end of training."""
+    no_rule = local_panel_text(local_run, panel_name="p").replace("{ per_step = 1000 }", "{ from_name = true }")
+    with pytest.raises(PanelError, match="cannot tell the tokens"):
+        load_panel(str(_write(tmp_path, no_rule)))
+    with pytest.raises(PanelError, match="total_tokens"):
+        load_panel(str(local_panel(tmp_path, local_run, model="total_tokens = 500")))
+
+
+def test_a_panel_that_is_not_a_file_or_not_text_is_named(tmp_path):
+    (tmp_path / "folder.toml").mkdir()
+    with pytest.raises(PanelError, match="folder"):
+        load_panel(str(tmp_path / "folder.toml"))
+    (tmp_path / "latin.toml").write_bytes(b'[panel]\nname = "caf\xe9"\n')
+    with pytest.raises(PanelError, match="UTF-8"):
+        load_panel(str(tmp_path / "latin.toml"))
+
+
+@pytest.mark.parametrize("probe, names", [("vocab_hi = 400", "300 ids"), ("seq_len = 600", "512 positions")])
+def test_model_dependent_panel_settings_error_before_the_weights(probe, names, tmp_path, local_run, monkeypatch):
+    """A panel's settings that do not fit its model are refused from config.json, no weights loaded."""
+    def load(*args, **kwargs):
+        raise AssertionError("weights were loaded before the settings were checked against the config")
+
+    monkeypatch.setattr(loading, "load_checkpoint", load)
+    (pm,) = load_panel(str(local_panel(tmp_path, local_run, probe=probe))).models
+    provider = Provider(ProviderOptions(cache_dir=tmp_path / "cache", progress=False))
+    with pytest.raises(ValueError, match=names):  # headwatch.validation.InputError
+        provider.revision_record(pm, "step0")
+
+
+def test_a_correct_local_panel_still_runs(tmp_path, local_run):
+    (pm,) = load_panel(str(local_panel(tmp_path, local_run))).models
+    records = Provider(ProviderOptions(cache_dir=tmp_path / "cache", progress=False)).model_records(pm)
+    assert [r.revision for r in records] == ["step0", "step100"]
+    assert all(r.settings.n_pr == 16 and r.n_examples_valid == 16 for r in records)
+
+
+def test_the_reference_templates_parse(tmp_path):
+    """The valid templates above are valid: each refusal is the bad value's doing."""
+    assert load_panel(str(reference_panel(tmp_path))).models
+    text = textwrap.dedent(REFERENCE.format(tokens="tokens = { per_step = 2097152 }", model="", expect=""))
+    assert load_panel(str(_write(tmp_path, text))).models
+
+
 # ---- schema features -----------------------------------------------------------------------------
 
 
@@ -287,113 +427,3 @@ def test_selection_filters_and_disambiguates():
         select([a], revisions=["step3"])
     with pytest.raises(PanelError, match=r"unknown model 'x'"):
         select([a], models=["x"])
-
-
-# ---- the conftest contract (a subprocess pytest run, as users run it) -----------------------------
-
-DEMO_TEST = """
-import json, os
-import pytest
-
-pytestmark = pytest.mark.headwatch  # the claim-test contract, outside headwatch.claims
-
-def test_model(model_entry, model_records):
-    tokens = [r.tokens_seen for r in model_records]
-    assert tokens == sorted(tokens) and len(model_records) == len(model_entry.revisions)
-    assert model_entry.expect.bos_shape in ("ramp", "step")
-
-def test_revision(model_entry, revision, revision_record, request):
-    assert revision_record.revision == revision and revision in model_entry.revisions
-    mark = request.node.get_closest_marker("xdist_group")
-    with open(os.environ["DEMO_LOG"], "a") as f:
-        f.write(json.dumps([model_entry.id, revision, os.environ.get("PYTEST_XDIST_WORKER"), mark.args[0]]) + "\\n")
-"""
-
-DUMP_PLUGIN = """
-import json, os
-from headwatch.plugin import run_info
-
-def pytest_sessionfinish(session):
-    if not hasattr(session.config, "workerinput"):
-        with open(os.environ["DEMO_INFO"], "w") as f:
-            json.dump(run_info(session.config).to_dict(), f)
-"""
-
-
-def run_pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    (tmp_path / "test_demo.py").write_text(DEMO_TEST)
-    (tmp_path / "demo_dump.py").write_text(DUMP_PLUGIN)
-    env = {**os.environ, "DEMO_LOG": str(tmp_path / "log"), "DEMO_INFO": str(tmp_path / "info.json"),
-           "PYTHONPATH": str(tmp_path), "HF_HUB_OFFLINE": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "demo_dump", "-p", "no:cacheprovider",
-         "--rootdir", str(tmp_path), *args, str(tmp_path / "test_demo.py")],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
-    )
-
-
-def test_contract_ids_groups_and_run_info_under_xdist(tmp_path):
-    out = run_pytest(tmp_path, "--panel", "published", "-n", "2", "--dist", "loadgroup", "-q",
-                     "--cache-dir", str(tmp_path / "c"))
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "22 passed" in out.stdout
-    rows = [json.loads(line) for line in (tmp_path / "log").read_text().splitlines()]
-    assert len(rows) == 20
-    assert {(m, r) for m, r, _, _ in rows} == {(m.name, r) for m in load_panel("published").models for r in m.revisions}
-    for model in ("pythia-1b", "olmo-1b"):
-        assert len({w for m, _, w, _ in rows if m == model}) == 1  # one model, one worker
-        assert {g for m, _, _, g in rows if m == model} == {model}
-    info = json.loads((tmp_path / "info.json").read_text())
-    assert info["panels"] == ["published"] and info["device"] == "auto"
-    assert set(info["models"]) == {"pythia-1b", "olmo-1b"}
-    assert info["counts"] == {"reference": 20}
-
-
-def test_contract_test_ids_and_filters(tmp_path):
-    out = run_pytest(tmp_path, "--panel", "published", "--collect-only", "-q", "-p", "no:xdist",
-                     "--models", "olmo-1b", "--revisions", "step5000-tokens10B,step1454000-tokens3048B")
-    assert out.returncode == 0, out.stdout + out.stderr
-    ids = re.findall(r"::(test_\w+\[[^\]]+\])", out.stdout)
-    assert ids == ["test_model[olmo-1b]", "test_revision[olmo-1b@step5000-tokens10B]",
-                   "test_revision[olmo-1b@step1454000-tokens3048B]"]
-
-
-@pytest.mark.parametrize("args, message", [
-    (["--panel", "papr"], "unknown panel 'papr'"),
-    (["--panel", "published", "--models", "pythia-2b"], "unknown model 'pythia-2b'"),
-    (["--panel", "published", "--revisions", "step3001"], "unknown revision 'step3001'"),
-])
-def test_contract_bad_options_are_usage_errors(tmp_path, args, message):
-    out = run_pytest(tmp_path, "--collect-only", "-q", "-p", "no:xdist", *args)
-    assert out.returncode == 4, out.stdout + out.stderr
-    assert message in out.stderr
-
-
-def test_model_scope_of_test_ids():
-    from headwatch.fixtures.scheduling import model_scope
-
-    ids = ["pythia-1b", "pythia-1b-deduped", "olmo-1b", "t.m"]
-    assert model_scope("c/test_f1.py::test_f1[pythia-1b@step3000]", ids) == "pythia-1b"
-    assert model_scope("c/test_f2.py::test_f2[pythia-1b]", ids) == "pythia-1b"
-    assert model_scope("c/test_f2.py::test_f2[pythia-1b-deduped@step1]", ids) == "pythia-1b-deduped"
-    assert model_scope("c/test_f5.py::test_f5[0.1-olmo-1b]", ids) == "olmo-1b"
-    assert model_scope("c/test_f5.py::test_f5[olmo-1b-0.2]", ids) == "olmo-1b"
-    assert model_scope("c/test_x.py::test_x[t.m@step2]", ids) == "t.m"
-    assert model_scope("c/test_x.py::test_x[xolmo-1b]", ids) is None
-    assert model_scope("c/test_x.py::test_x", ids) is None
-
-
-def test_run_info_merges_worker_reports():
-    from headwatch.fixtures.runinfo import EntryInfo, RunInfo
-
-    a, b = RunInfo(panels=["organisms"], device="auto"), RunInfo(panels=["organisms"], device="auto")
-    a.add_entry(EntryInfo("m1", "org/m1", "step1", "computed", worker="gw0"))
-    a.add_entry(EntryInfo("m1", "org/m1", "step1", "hit", worker="gw0"))  # same entry again: kept once
-    b.add_entry(EntryInfo("m2", "org/m2", "step1", "hit", worker="gw1"))
-    b.identical_weights.append({"model": "m2", "revisions": ["step1", "step2"], "weights_hash": "ab"})
-    merged = RunInfo()
-    for w in (a, b):
-        merged.merge(json.loads(json.dumps(w.to_dict())))  # what travels through xdist
-    assert merged.panels == ["organisms"] and merged.device == "auto"
-    assert merged.counts() == {"computed": 1, "hit": 1}
-    assert merged.identical_weights == b.identical_weights

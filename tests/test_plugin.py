@@ -2,7 +2,9 @@
 way of anyone else's tests, and act for headwatch's own."""
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from headwatch import plugin
+from headwatch.fixtures.panels import load_panel
 from headwatch.fixtures import organisms  # imported before pytester's in-process runs snapshot sys.modules
 from headwatch.fixtures.organisms import runner
 
@@ -55,6 +58,7 @@ def _run_foreign(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProces
     return out, json.loads((tmp_path / "modules.json").read_text())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [(), ("-n", "2"), ("--html", "report.html")], ids=["plain", "xdist", "html"])
 def test_plugin_is_inert_for_a_foreign_suite(tmp_path, args):
     out, modules = _run_foreign(tmp_path, *args)
@@ -157,6 +161,7 @@ formed_within = { revisions = ["step4", "step10000"] }
 """
 
 
+@pytest.mark.slow
 def test_formation_runs_first_and_only_for_models_that_declare_it(tmp_path):
     """claims/test_formation.py is ordered before every claim test, and parametrised only over the
     models whose panel declares formation (the published ones do not: one skip naming why)."""
@@ -186,6 +191,7 @@ def test_hypothesis_profiles():
     assert 'export CI="${CI:-1}"' in (Path(__file__).resolve().parents[1] / ".ci" / "run").read_text()
 
 
+@pytest.mark.slow
 def test_the_suite_runs_with_xdist_disabled():
     """pyproject's addopts pass --dist loadgroup; with -p no:xdist the root conftest accepts it."""
     root = Path(__file__).resolve().parents[1]
@@ -193,3 +199,190 @@ def test_the_suite_runs_with_xdist_disabled():
                           "--collect-only", "tests/test_verdict.py"], cwd=root, capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 0 and "unrecognized arguments" not in out.stderr, out.stdout[-2000:] + out.stderr[-2000:]
+
+
+# ---- exit status: bad input stops pytest before any test (exit 4); a crash or bad input met while measuring is an ERROR, never a FAILED claim ----
+
+
+def _runpytest(pytester, *args: str):
+    """The claim tests run in this process, with an ini of their own (the repository's addopts want xdist)."""
+    ini = pytester.makeini("[pytest]\n")
+    return pytester.runpytest_inprocess(str(plugin.CLAIMS_DIR), "-c", str(ini), "--rootdir", str(pytester.path),
+                                        "-q", "-p", "no:xdist", "-p", "no:cacheprovider", "-p", "no:hypothesispytest",
+                                        *args)
+
+
+def _has_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+OPTIONS = {
+    # case: (arguments, what the message must name); {panel} a local panel, {tmp} the test's folder
+    "n-examples 0": (["--n-examples", "0"], "--n-examples"),
+    "n-examples text": (["--n-examples", "abc"], "--n-examples"),
+    "device gpu": (["--device", "gpu", "--panel", "{panel}"], "--device"),
+    "device cuda without a GPU": (["--device", "cuda", "--panel", "{panel}"], "cuda"),
+    "models unknown": (["--panel", "published", "--models", "nope"], "nope"),
+    "revisions unknown": (["--panel", "published", "--revisions", "step7"], "step7"),
+    "dtype": (["--dtype", "float64"], "--dtype"),
+    "panel empty": (["--panel", ""], "--panel"),
+    "panel unknown": (["--panel", "nope"], "nope"),
+    "cache dir a file": (["--cache-dir", "{tmp}/afile", "--panel", "{panel}"], "afile"),
+    "cache dir a file, from the environment": (["--panel", "{panel}"], "afile"),
+    "reference dir missing": (["--panel", "published", "--reference-dir", "{tmp}/nope"], "nope"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(OPTIONS))
+def test_pytest_options_are_usage_errors(case, pytester, tmp_path, local_panel_file, monkeypatch, never_trains):
+    """Every bad option or environment value stops pytest before any test (exit 4), naming it; no traceback."""
+    if case == "device cuda without a GPU" and _has_cuda():
+        pytest.skip("needs a machine without a CUDA device (this one has one, so --device cuda is valid)")
+    (tmp_path / "afile").write_text("x")
+    monkeypatch.setenv("HEADWATCH_CACHE_DIR", str(tmp_path / ("afile" if "environment" in case else "cache")))
+    monkeypatch.setenv("HEADWATCH_ORGANISMS_CACHE", str(tmp_path / "org"))
+    args, says = OPTIONS[case]
+    result = _runpytest(pytester, *(a.replace("{panel}", str(local_panel_file)).replace("{tmp}", str(tmp_path))
+                                    for a in args))
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR == 4, (result.ret, out[-3000:])
+    assert says in out and "Traceback" not in out and "INTERNALERROR" not in out, out[-3000:]
+    assert " passed" not in out and " failed" not in out, out[-3000:]
+
+
+def _subprocess_pytest(tmp_path: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """pytest in a child (Hub variables are read when huggingface_hub is imported: this process has)."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("HEADWATCH_", "PYTEST_", "HF_"))}
+    clean.update(OMP_NUM_THREADS="1", HF_HOME=str(tmp_path / "hf-home"), HEADWATCH_CACHE_DIR=str(tmp_path / "cache"),
+                 **env)
+    return subprocess.run([sys.executable, "-m", "pytest", str(plugin.CLAIMS_DIR), "-q", "-n", "0", "-p", "no:cacheprovider",
+                           "--rootdir", str(tmp_path), *args],
+                          cwd=str(Path(__file__).resolve().parents[1]), env=clean, capture_output=True, text=True,
+                          timeout=600)
+
+
+@pytest.mark.slow
+def test_no_train_errors_with_the_command_that_trains(tmp_path):
+    """``--no-train``: the tests of a missing organism are ERRORs naming the command (exit 4), never FAILED claims."""
+    r = _subprocess_pytest(tmp_path, "--panel", "organisms", "--models", "organism-olmo", "--no-train", "-k", "F2",
+                           env={"HEADWATCH_ORGANISMS_CACHE": str(tmp_path / "org")})
+    out = r.stdout + r.stderr
+    assert r.returncode == 4, (r.returncode, out[-3000:])
+    assert "headwatch organisms train --family olmo" in out and " failed" not in out, out[-3000:]
+    assert not (tmp_path / "org").exists() or not any((tmp_path / "org").rglob("*.safetensors"))
+
+
+@pytest.mark.slow
+def test_bad_input_in_a_fixture_is_an_error_with_exit_4(tmp_path):
+    """Offline, a Hub checkpoint missing from the Hub cache is found while measuring: an ERROR saying how to
+    download it (exit 4), not a failed claim and not a crash."""
+    r = _subprocess_pytest(tmp_path, "--panel", "paper", "--models", "pythia-1b", "-k", "F2",
+                           env={"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hub")})
+    out = r.stdout + r.stderr
+    assert r.returncode == 4, (r.returncode, out[-3000:])
+    assert "hf download" in out and " failed" not in out and "INTERNALERROR" not in out, out[-3000:]
+
+
+# ---- the claim-test contract (a subprocess pytest run, as users run it): ids, filters, xdist groups, run info ----
+
+
+DEMO_TEST = """
+import json, os
+import pytest
+
+pytestmark = pytest.mark.headwatch  # the claim-test contract, outside headwatch.claims
+
+def test_model(model_entry, model_records):
+    tokens = [r.tokens_seen for r in model_records]
+    assert tokens == sorted(tokens) and len(model_records) == len(model_entry.revisions)
+    assert model_entry.expect.bos_shape in ("ramp", "step")
+
+def test_revision(model_entry, revision, revision_record, request):
+    assert revision_record.revision == revision and revision in model_entry.revisions
+    mark = request.node.get_closest_marker("xdist_group")
+    with open(os.environ["DEMO_LOG"], "a") as f:
+        f.write(json.dumps([model_entry.id, revision, os.environ.get("PYTEST_XDIST_WORKER"), mark.args[0]]) + "\\n")
+"""
+
+
+DUMP_PLUGIN = """
+import json, os
+from headwatch.plugin import run_info
+
+def pytest_sessionfinish(session):
+    if not hasattr(session.config, "workerinput"):
+        with open(os.environ["DEMO_INFO"], "w") as f:
+            json.dump(run_info(session.config).to_dict(), f)
+"""
+
+
+def run_pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    (tmp_path / "test_demo.py").write_text(DEMO_TEST)
+    (tmp_path / "demo_dump.py").write_text(DUMP_PLUGIN)
+    env = {**os.environ, "DEMO_LOG": str(tmp_path / "log"), "DEMO_INFO": str(tmp_path / "info.json"),
+           "PYTHONPATH": str(tmp_path), "HF_HUB_OFFLINE": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "demo_dump", "-p", "no:cacheprovider",
+         "--rootdir", str(tmp_path), *args, str(tmp_path / "test_demo.py")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )
+
+
+@pytest.mark.slow
+def test_contract_ids_groups_and_run_info_under_xdist(tmp_path):
+    out = run_pytest(tmp_path, "--panel", "published", "-n", "2", "--dist", "loadgroup", "-q",
+                     "--cache-dir", str(tmp_path / "c"))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "22 passed" in out.stdout
+    rows = [json.loads(line) for line in (tmp_path / "log").read_text().splitlines()]
+    assert len(rows) == 20
+    assert {(m, r) for m, r, _, _ in rows} == {(m.name, r) for m in load_panel("published").models for r in m.revisions}
+    for model in ("pythia-1b", "olmo-1b"):
+        assert len({w for m, _, w, _ in rows if m == model}) == 1  # one model, one worker
+        assert {g for m, _, _, g in rows if m == model} == {model}
+    info = json.loads((tmp_path / "info.json").read_text())
+    assert info["panels"] == ["published"] and info["device"] == "auto"
+    assert set(info["models"]) == {"pythia-1b", "olmo-1b"}
+    assert info["counts"] == {"reference": 20}
+
+
+@pytest.mark.slow
+def test_contract_test_ids_and_filters(tmp_path):
+    out = run_pytest(tmp_path, "--panel", "published", "--collect-only", "-q", "-p", "no:xdist",
+                     "--models", "olmo-1b", "--revisions", "step5000-tokens10B,step1454000-tokens3048B")
+    assert out.returncode == 0, out.stdout + out.stderr
+    ids = re.findall(r"::(test_\w+\[[^\]]+\])", out.stdout)
+    assert ids == ["test_model[olmo-1b]", "test_revision[olmo-1b@step5000-tokens10B]",
+                   "test_revision[olmo-1b@step1454000-tokens3048B]"]
+
+
+def test_model_scope_of_test_ids():
+    from headwatch.fixtures.scheduling import model_scope
+
+    ids = ["pythia-1b", "pythia-1b-deduped", "olmo-1b", "t.m"]
+    assert model_scope("c/test_f1.py::test_f1[pythia-1b@step3000]", ids) == "pythia-1b"
+    assert model_scope("c/test_f2.py::test_f2[pythia-1b]", ids) == "pythia-1b"
+    assert model_scope("c/test_f2.py::test_f2[pythia-1b-deduped@step1]", ids) == "pythia-1b-deduped"
+    assert model_scope("c/test_f5.py::test_f5[0.1-olmo-1b]", ids) == "olmo-1b"
+    assert model_scope("c/test_f5.py::test_f5[olmo-1b-0.2]", ids) == "olmo-1b"
+    assert model_scope("c/test_x.py::test_x[t.m@step2]", ids) == "t.m"
+    assert model_scope("c/test_x.py::test_x[xolmo-1b]", ids) is None
+    assert model_scope("c/test_x.py::test_x", ids) is None
+
+
+def test_run_info_merges_worker_reports():
+    from headwatch.fixtures.runinfo import EntryInfo, RunInfo
+
+    a, b = RunInfo(panels=["organisms"], device="auto"), RunInfo(panels=["organisms"], device="auto")
+    a.add_entry(EntryInfo("m1", "org/m1", "step1", "computed", worker="gw0"))
+    a.add_entry(EntryInfo("m1", "org/m1", "step1", "hit", worker="gw0"))  # same entry again: kept once
+    b.add_entry(EntryInfo("m2", "org/m2", "step1", "hit", worker="gw1"))
+    b.identical_weights.append({"model": "m2", "revisions": ["step1", "step2"], "weights_hash": "ab"})
+    merged = RunInfo()
+    for w in (a, b):
+        merged.merge(json.loads(json.dumps(w.to_dict())))  # what travels through xdist
+    assert merged.panels == ["organisms"] and merged.device == "auto"
+    assert merged.counts() == {"computed": 1, "hit": 1}
+    assert merged.identical_weights == b.identical_weights

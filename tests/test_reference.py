@@ -7,9 +7,12 @@ that regenerates fixtures/published from ../shared/reference skips, naming it, w
 """
 from __future__ import annotations
 
+import dataclasses
 import filecmp
 import importlib.util
 import json
+import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -197,3 +200,91 @@ def test_folder_without_screens(tmp_path):
     (tmp_path / "README.md").write_text("nothing here")
     with pytest.raises(R.ReferenceFormatError, match="no per-revision screens"):
         R.import_reference(tmp_path)
+
+
+# ---- records and folders of records are validated on read: types, keys, finite values, the file named ----
+
+
+PYTHIA_DIR = reader.PUBLISHED_DIR / "EleutherAI--pythia-1b"
+
+
+def _json_edit(fn):
+    def edit(path: Path) -> None:
+        d = json.loads(path.read_text())
+        fn(d)
+        path.write_text(json.dumps(d))
+    return edit
+
+
+def _text_edit(fn):
+    return lambda path: path.write_text(fn(path.read_text()))
+
+
+#: How a careless hand (or a killed copy) damages a record, and what the error must name besides the file.
+DAMAGE = {
+    "not json": (_text_edit(lambda t: "{ garbage"), "not valid JSON"),
+    "truncated": (_text_edit(lambda t: t[: len(t) // 2]), "not valid JSON"),
+    "nan": (_text_edit(lambda t: re.sub(r'"induction": [0-9.e+-]+', '"induction": NaN', t, count=1)), "NaN"),
+    "infinity": (_text_edit(lambda t: re.sub(r'"first-token": [0-9.e+-]+', '"first-token": Infinity', t, count=1)), "Infinity"),
+    "string value": (_json_edit(lambda d: d["all_head_selectivity"]["L0_H0"].__setitem__("induction", "0.5")), "L0_H0"),
+    "negative selectivity": (_json_edit(lambda d: d["all_head_selectivity"]["L0_H0"].__setitem__("self", -3.0)), ">= 0"),
+    "missing key": (_json_edit(lambda d: d.pop("n_heads")), "n_heads"),
+    "other schema": (_json_edit(lambda d: d.__setitem__("schema", "other/1")), "schema"),
+    "head missing": (_json_edit(lambda d: d["all_head_selectivity"].pop("L3_H2")), "L3_H2"),
+    "class missing": (_json_edit(lambda d: d["all_head_selectivity"]["L0_H0"].pop("first-token")), "L0_H0"),
+    "tokens as text": (_json_edit(lambda d: d.__setitem__("tokens_seen", "5e8")), "tokens_seen"),
+    "top-1 as a percentage": (_json_edit(lambda d: d["task"].__setitem__("top1", 4.05)), "top1", "step143000.json"),
+    "pr of a head not in the model": (_json_edit(lambda d: d["pr"].__setitem__("L99_H0", 2.0)), "L99_H0"),
+    "not an object": (_text_edit(lambda t: "[1, 2, 3]"), "not a headwatch measurement record"),
+}
+
+
+@pytest.fixture
+def reference_dir(tmp_path) -> Path:
+    shutil.copytree(PYTHIA_DIR, tmp_path / "ref" / PYTHIA_DIR.name)
+    return tmp_path / "ref"
+
+
+@pytest.mark.parametrize("case", sorted(DAMAGE))
+def test_reference_files_are_validated_naming_the_file(case, reference_dir):
+    damage, names, *name = DAMAGE[case]
+    name = name[0] if name else "step256.json"  # step256 has no task metrics; step143000 has
+    damage(reference_dir / PYTHIA_DIR.name / name)
+    with pytest.raises(reader.ReferenceFormatError) as info:
+        reader.load_reference(reference_dir)
+    assert name in str(info.value) and names in str(info.value), str(info.value)
+
+
+def test_two_folders_of_one_model_are_refused(reference_dir):
+    shutil.copytree(reference_dir / PYTHIA_DIR.name, reference_dir / "copy")
+    with pytest.raises(reader.ReferenceFormatError, match="two folders"):
+        reader.load_reference(reference_dir)
+
+
+def test_unknown_fields_are_tolerated(reference_dir):
+    """A field a newer headwatch writes (say, an interval) does not make a record unreadable."""
+    _json_edit(lambda d: d.__setitem__("interval", {"lo": 1.0}))(reference_dir / PYTHIA_DIR.name / "step256.json")
+    records = reader.load_reference(reference_dir)["EleutherAI/pythia-1b"]
+    assert len(records) == len(list(PYTHIA_DIR.glob("*.json")))
+
+
+def test_published_records_pass_every_rule():
+    for folder in (p for p in reader.PUBLISHED_DIR.iterdir() if p.is_dir()):
+        assert reader.load_records_dir(folder)
+
+
+def test_the_record_validator_is_driven_by_the_fields():
+    """A field added to the record (as the verdict statistics add intervals) is validated with no new
+    code: its type comes from the dataclass, its bounds from FIELD_RULES."""
+    from headwatch.validation import InputError, from_data, number
+
+    @dataclasses.dataclass
+    class WithInterval(MeasurementRecord):
+        interval: dict[str, float] | None = None
+        FIELD_RULES = {**MeasurementRecord.FIELD_RULES, "interval": number(0)}
+
+    good = json.loads((PYTHIA_DIR / "step1.json").read_text())
+    assert from_data(WithInterval, {**good, "interval": {"lo": 1.0}}, "r").interval == {"lo": 1.0}
+    for bad in ({"lo": "x"}, {"lo": -1.0}, {"lo": float("nan")}, [1.0]):
+        with pytest.raises(InputError, match=r"r\.interval"):
+            from_data(WithInterval, {**good, "interval": bad}, "r")

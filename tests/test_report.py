@@ -187,6 +187,7 @@ def claims_html(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
     return out, proc
 
 
+@pytest.mark.slow
 def test_claims_html_has_the_verdict_table_and_every_figure(claims_html):
     path, _ = claims_html
     text = path.read_text(encoding="utf-8")
@@ -204,6 +205,7 @@ def test_claims_html_has_the_verdict_table_and_every_figure(claims_html):
     assert 'data-grid="olmo-1b"' in text and "Sink<sub>1</sub>" in text  # sensitivity grid, sinks two ways
 
 
+@pytest.mark.slow
 def test_claims_html_is_self_contained_and_small(claims_html):
     path, _ = claims_html
     p = _ReportParser()
@@ -213,6 +215,7 @@ def test_claims_html_is_self_contained_and_small(claims_html):
     assert path.stat().st_size < 10 * 2**20
 
 
+@pytest.mark.slow
 def test_claims_html_shows_test_outcomes_and_the_run(claims_html):
     path, _ = claims_html
     text = path.read_text(encoding="utf-8")
@@ -230,6 +233,7 @@ def _cli(*argv: str) -> int:
     return main(["report", *argv])
 
 
+@pytest.mark.slow
 def test_report_cli_writes_figures_csv_and_json(tmp_path):
     assert _cli("--panel", "published", "--out", str(tmp_path)) == 0
     rows = list(csv.DictReader(open(tmp_path / "summary.csv", encoding="utf-8")))
@@ -291,12 +295,14 @@ def _plant_organism_cache(cache_dir: Path) -> list[str]:
     return ids
 
 
+@pytest.mark.slow
 def test_report_cli_reads_the_measurement_cache(tmp_path):
     """Cached (not published) models: records found by model/revision/settings, judged, drawn; and the
-    default panels' report stays far below 10 MB."""
+    default panels' report stays far below 10 MB. The planted organisms do not form: a finding, exit 1
+    (as ``headwatch judge``)."""
     ids = _plant_organism_cache(tmp_path / "cache")
     out = tmp_path / "out"
-    assert _cli("--panel", "organisms,published", "--out", str(out), "--cache-dir", str(tmp_path / "cache")) == 0
+    assert _cli("--panel", "organisms,published", "--out", str(out), "--cache-dir", str(tmp_path / "cache")) == 1
     summary = json.loads((out / "summary.json").read_text())
     for m in ids:
         assert summary["models"][m]["missing"] == [] and len(summary["models"][m]["revisions"]) >= 5

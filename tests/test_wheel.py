@@ -61,10 +61,17 @@ def test_the_wheel_installs_one_namespace_with_its_data(installed):
     for needed in ("headwatch/fixtures/panels/published.toml", "headwatch/fixtures/panels/organisms.toml",
                    "headwatch/fixtures/published/PROVENANCE.md",
                    "headwatch/fixtures/published/allenai--OLMo-1B-0724-hf/step11000-tokens23B.json",
-                   "headwatch/claims/test_f1_zero_bos_floor.py", "headwatch/plugin.py",
+                   "headwatch/claims/test_f1_zero_bos_floor.py", "headwatch/plugin.py", "headwatch/selection.py",
+                   "headwatch/cli/__init__.py", "headwatch/cli/judge.py",
                    "headwatch/fixtures/organisms/__main__.py"):
         assert needed in names, needed
-    assert not any(n.startswith(("tools/", "tests/", "headwatch/tools")) for n in names)
+    assert not any(n.startswith(("tools/", "tests/", "testing/", "benchmarks/", "headwatch/tools")) for n in names)
+    # The test harness (testing/headwatch_testing) is not installed, nor its pieces under their old names.
+    harness = [n for n in names if n.rsplit("/", 1)[-1] in (
+        "faults.py", "tinypanel.py", "random_checkpoint.py", "broken.py") or "headwatch_testing" in n]
+    assert not harness, harness
+    assert b"save_broken_checkpoint" not in zipfile.ZipFile(installed["wheel"]).read("headwatch/fixtures/tiny.py")
+    assert b"save_tiny_revisions" not in zipfile.ZipFile(installed["wheel"]).read("headwatch/fixtures/hubcache.py")
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     assert "headwatch = headwatch.plugin" in zipfile.ZipFile(installed["wheel"]).read(entry_points).decode()
 

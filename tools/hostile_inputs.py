@@ -21,6 +21,7 @@ wrong result). Not shipped; needs only the standard library (the checkout's venv
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -89,7 +90,7 @@ save_revision(base / "hub", "tiny-org/neox", "step0", tiny_model("gpt_neox", see
 for t in ("gpt_neox", "olmo", "olmoe"):
     tiny_model(t, seed=0, attn_implementation="eager").save_pretrained(base / "tiny" / t)
 V = base / "variants"
-from headwatch.fixtures.tiny import BROKEN_CHECKPOINTS, save_broken_checkpoint
+from headwatch_testing.broken import BROKEN_CHECKPOINTS, save_broken_checkpoint
 for kind in BROKEN_CHECKPOINTS:
     save_broken_checkpoint(V / kind, kind)
 tiny_model("gpt_neox", seed=0, attn_implementation="eager").save_pretrained(V / "tied-no-head")
@@ -100,9 +101,9 @@ _c = json.loads((V / "tied-no-head" / "config.json").read_text()); _c["tie_word_
 (V / "tied-no-head" / "config.json").write_text(json.dumps(_c))
 d = V / "pickle-only"; tiny_model("gpt_neox", seed=0).save_pretrained(d); (d / "model.safetensors").unlink(); (d / "pytorch_model.bin").write_bytes(b"\x80\x04pickle")
 d = V / "no-config"; tiny_model("gpt_neox", seed=0).save_pretrained(d); (d / "config.json").unlink()
-d = V / "gpt2"; d.mkdir()
-from transformers import GPT2Config, GPT2LMHeadModel
-GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=4, n_embd=64, vocab_size=300, n_positions=512)).save_pretrained(d)
+d = V / "opt"; d.mkdir()
+from transformers import OPTConfig, OPTForCausalLM
+OPTForCausalLM(OPTConfig(num_hidden_layers=2, num_attention_heads=4, hidden_size=64, ffn_dim=128, word_embed_proj_dim=64, vocab_size=300)).save_pretrained(d)
 print("base ready")
 '''
 
@@ -113,7 +114,9 @@ def build_base(base: Path, python: str) -> None:
         return
     shutil.rmtree(base, ignore_errors=True)
     base.mkdir(parents=True)
-    subprocess.run([python, "-c", BASE_SCRIPT, str(base)], check=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    harness = str(Path(__file__).resolve().parents[1] / "testing")  # headwatch_testing: the broken checkpoints
+    subprocess.run([python, "-c", BASE_SCRIPT, str(base)], check=True,
+                   env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": harness})
     (base / "ready").write_text("")
 
 
@@ -300,12 +303,16 @@ E = "Environment variables"
 J = "`headwatch judge` / `headwatch report` / `headwatch organisms`"
 X = "Exit codes, file modes, interruptions"
 
-TL = "tests/test_failloud_loading.py"
-TS = "tests/test_failloud_settings.py"
-TP = "tests/test_failloud_panels.py"
-TO = "tests/test_failloud_outputs.py"
-TR = "tests/test_failloud_records.py"
-TX = "tests/test_failloud_exits.py"
+TESTS = Path(__file__).resolve().parents[1] / "tests"
+
+
+@functools.cache
+def home(test: str) -> str:
+    """``tests/<file>.py::<test>``: the file that defines ``test`` (tests are grouped by behaviour and may move)."""
+    for path in sorted(TESTS.glob("test_*.py")):
+        if re.search(rf"^def {re.escape(test)}\(", path.read_text(encoding="utf-8"), re.M):
+            return f"tests/{path.name}::{test}"
+    raise LookupError(f"no test {test} in {TESTS}")
 
 
 def _cases() -> list[Case]:
@@ -315,7 +322,7 @@ def _cases() -> list[Case]:
     # -- weights and files
     def w(id, variant, what, expect="refuse", says=(), test="test_weights_that_do_not_cover_the_model_are_refused", **kw):
         add(Case(id, W, what, MEASURE + ["--model", "{base}/variants/" + variant, "--out", "{ws}/o.json"],
-                 expect=expect, exit=2 if expect == "refuse" else 0, says=says, test=f"{TL}::{test}",
+                 expect=expect, exit=2 if expect == "refuse" else 0, says=says, test=home(test),
                  check=record_ok() if expect == "ok" else nothing_written("o.json"), **kw))
     w("w-no-lm-head", "no-lm-head", "a checkpoint saved without its LM head (embed_out)", says=("lm_head", "random"))
     w("w-config-more-layers", "config-more-layers", "config.json says 3 layers, the weights hold 2", says=("layers.2", "not in the checkpoint"))
@@ -336,7 +343,7 @@ def _cases() -> list[Case]:
     w("w-config-not-json", "config-not-json", "config.json is not JSON", says=("config.json",), test="test_bad_configs_are_refused_before_the_weights")
     w("w-config-unknown-type", "config-unknown-type", "config.json names a model_type transformers does not know",
       says=("config.json", "nosuchmodel"), test="test_bad_configs_are_refused_before_the_weights")
-    w("w-gpt2", "gpt2", "a GPT-2 checkpoint (an architecture headwatch has no row for)", says=("gpt2", "architecture"),
+    w("w-opt", "opt", "an OPT checkpoint (an architecture headwatch has no row for)", says=("opt", "architecture"),
       test="test_bad_configs_are_refused_before_the_weights")
     w("w-shard-missing", "shard-missing", "a sharded checkpoint with one shard file missing", says=("model-00002-of-00002.safetensors",),
       test="test_damaged_weight_files_are_named")
@@ -346,7 +353,7 @@ def _cases() -> list[Case]:
     # -- probe settings
     def s(id, args, what, says, expect="refuse", test="test_cli_probe_settings_are_refused_before_loading", check=None):
         add(Case(id, S, what, LOCAL + ["--out", "{ws}/o.json"] + args, expect=expect, exit=2 if expect == "refuse" else 0,
-                 says=says, test=f"{TS}::{test}", check=check or (nothing_written("o.json") if expect == "refuse" else record_ok())))
+                 says=says, test=home(test), check=check or (nothing_written("o.json") if expect == "refuse" else record_ok())))
     s("s-n-pr-0", ["--n-pr", "0"], "`--n-pr 0` (PR would be 1.0 for every head)", ("--n-pr",))
     s("s-n-pr-negative", ["--n-pr", "-5"], "`--n-pr -5`", ("--n-pr",))
     s("s-n-pr-above-n", ["--n-pr", "9"], "`--n-pr 9` with `--n-examples 8`", ("--n-pr", "8"))
@@ -379,12 +386,12 @@ def _cases() -> list[Case]:
     add(Case("s-n-pr-default-capped", S, "`--n-examples 8` without `--n-pr` (the default 500 must not be recorded)",
              ["headwatch", "measure", "--n-examples", "8", "--seq-len", "64", "--vocab-lo", "10", "--vocab-hi", "300",
               "--batch-size", "4", "--device", "cpu", "--model", "{base}/run/step0", "--out", "{ws}/o.json"],
-             expect="ok", exit=0, check=record_ok(n_pr=8), test=f"{TS}::test_default_n_pr_is_capped_and_recorded_as_used"))
+             expect="ok", exit=0, check=record_ok(n_pr=8), test=home("test_default_n_pr_is_capped_and_recorded_as_used")))
 
     # -- where the checkpoint is
     def l(id, args, what, says, expect="refuse", test="test_checkpoint_locations_are_checked"):
         add(Case(id, L, what, MEASURE + args + ["--out", "{ws}/o.json"], expect=expect, exit=2 if expect == "refuse" else 0,
-                 says=says, test=f"{TS}::{test}", env={"HF_HUB_OFFLINE": "1"},
+                 says=says, test=home(test), env={"HF_HUB_OFFLINE": "1"},
                  check=record_ok() if expect == "ok" else nothing_written("o.json")))
     l("l-missing-folder", ["--model", "./runs/nope"], "`--model ./runs/nope` (a folder that does not exist)", ("./runs/nope", "folder"))
     l("l-missing-abs-folder", ["--model", "{ws}/gone/step0"], "`--model /abs/path/that/is/gone`", ("gone", "folder"))
@@ -394,16 +401,16 @@ def _cases() -> list[Case]:
     l("l-empty-model", ["--model", ""], "`--model ''`", ("--model",))
     l("l-hub-not-cached", ["--model", "tiny-org/other"], "a Hub repo id not in the local Hub cache, offline", ("tiny-org/other",))
     l("l-hub-bad-id", ["--model", "a/b/c"], "`--model a/b/c` (neither a folder nor a repo id)", ("a/b/c",))
-    l("l-hub-cached", ["--model", "tiny-org/neox", "--revision", "step0", "--cache-dir", "{base}/hub"],
+    l("l-hub-cached", ["--model", "tiny-org/neox", "--revision", "step0", "--hub-cache-dir", "{base}/hub"],
       "a Hub repo from the local Hub cache, offline", (), expect="ok", test="test_checkpoint_locations_are_checked")
-    l("l-hub-revision-missing", ["--model", "tiny-org/neox", "--revision", "step9", "--cache-dir", "{base}/hub"],
+    l("l-hub-revision-missing", ["--model", "tiny-org/neox", "--revision", "step9", "--hub-cache-dir", "{base}/hub"],
       "a revision the cached Hub repo does not have", ("step9",))
 
     # -- output paths
     def o(id, what, out_args, setup, says=(), expect="refuse", check=None, test="test_output_paths_are_checked_before_the_compute", cmd=None):
         argv = (cmd or (LOCAL + ["--out"])) + out_args
         add(Case(id, O, what, argv, expect=expect, exit=2 if expect == "refuse" else 0, says=says,
-                 test=f"{TO}::{test}", setup=setup, check=check))
+                 test=home(test), setup=setup, check=check))
     o("o-dir", "`--out` is an existing folder", ["{ws}/outdir"], files(**{"outdir__keep": ""}), ("outdir", "folder"))
     o("o-parent-file", "`--out` under a path whose parent is a file", ["{ws}/afile/o.json"], files(afile="x"), ("afile",))
     o("o-unwritable", "`--out` in a folder no one may write (immutable)", ["{ws}/ro/o.json"], None, ("ro",))
@@ -435,7 +442,7 @@ def _cases() -> list[Case]:
     def p(id, what, setup, says, expect="refuse", cmd=None, test="test_panel_values_are_refused_with_what_is_allowed", exit=None):
         argv = cmd or (PYTEST + ["--panel", "{ws}/p.toml", "-k", "F2 or F4"])
         code = exit if exit is not None else ((4 if argv[0] == "pytest" else 2) if expect == "refuse" else 0)
-        add(Case(id, P, what, argv, expect=expect, exit=code, says=says, test=f"{TP}::{test}", setup=setup))
+        add(Case(id, P, what, argv, expect=expect, exit=code, says=says, test=home(test), setup=setup))
     pr = panel  # brevity
     p("p-per-step-negative", "`tokens = { per_step = -2097152 }` (reverses the trajectory)", pr("", {"tokens": "tokens = { per_step = -2097152 }"}), ("per_step",))
     p("p-per-step-zero", "`tokens = { per_step = 0 }`", pr("", {"tokens": "tokens = { per_step = 0 }"}), ("per_step",))
@@ -480,9 +487,9 @@ def _cases() -> list[Case]:
     p("p-ablation-mode", "`ablation = \"some\"`", pr("", {"source": 'source = "reference"\nablation = "some"'}), ("ablation",))
     p("p-source", "`source = \"s3\"`", pr("", {"source": 'source = "s3"'}), ("source",))
     p("p-bos-shape", "`bos_shape = \"linear\"`", pr("", {"bos_shape": 'bos_shape = "linear"'}), ("bos_shape",))
-    p("p-xfail-unknown-claim", "`xfail = { F9 = \"...\" }` (no such claim)", pr("", {}, append='xfail = { F9 = "why" }\n'), ("F9",))
-    p("p-xfail-unknown-revision", "`xfail = { \"F1@step999\" = \"...\" }` (not a listed revision)", pr("", {}, append='xfail = { "F1@step999" = "why" }\n'), ("step999",))
-    p("p-xfail-empty-reason", "`xfail = { F4 = \"\" }` (no reason)", pr("", {}, append='xfail = { F4 = "" }\n'), ("F4",))
+    p("p-xfail-unknown-claim", "`xfail = { F9 = \"...\" }` (no such claim)", pr("", {}, append='xfail = { F9 = "why" }\n'), ("F9",), test="test_schema_errors_say_what_is_wrong")
+    p("p-xfail-unknown-revision", "`xfail = { \"F1@step999\" = \"...\" }` (not a listed revision)", pr("", {}, append='xfail = { "F1@step999" = "why" }\n'), ("step999",), test="test_schema_errors_say_what_is_wrong")
+    p("p-xfail-empty-reason", "`xfail = { F4 = \"\" }` (no reason)", pr("", {}, append='xfail = { F4 = "" }\n'), ("F4",), test="test_schema_errors_say_what_is_wrong")
     p("p-f3-ratio-negative", "`f3_min_ratio = -1`", pr("", {}, append="f3_min_ratio = -1\n"), ("f3_min_ratio",))
     p("p-f4-fraction-2", "`f4_max_fraction = 2` (more than all of training)", pr("", {}, append="f4_max_fraction = 2\n"), ("f4_max_fraction",))
     p("p-f4-fraction-nan", "`f4_max_fraction = nan`", pr("", {}, append="f4_max_fraction = nan\n"), ("f4_max_fraction",))
@@ -519,7 +526,7 @@ def _cases() -> list[Case]:
     # -- pytest options
     def t(id, what, args, says, expect="refuse", setup=None, test="test_pytest_options_are_usage_errors", exit=None, env=None):
         add(Case(id, T, what, PYTEST + args, expect=expect, exit=exit if exit is not None else (4 if expect == "refuse" else 0),
-                 says=says, test=f"{TX}::{test}", setup=setup, env=env or {}))
+                 says=says, test=home(test), setup=setup, env=env or {}))
     t("t-n-examples-0", "`--n-examples 0`", ["--n-examples", "0"], ("--n-examples",))
     t("t-n-examples-text", "`--n-examples abc`", ["--n-examples", "abc"], ("--n-examples",))
     t("t-device-gpu", "`--device gpu` (with a panel that measures)", ["--device", "gpu", "--panel", "{ws}/p.toml"], ("--device",),
@@ -542,7 +549,7 @@ def _cases() -> list[Case]:
         argv = (PYTEST + ["--panel", "published", "--models", "pythia-1b", "--reference-dir", "{ws}/ref", "-k", "F2 or F5"]
                 if cmd == "pytest" else ["headwatch", "judge", "--reference-dir", "{ws}/ref"])
         add(Case(id, R, what, argv, expect=expect, exit=(4 if cmd == "pytest" else 2) if expect == "refuse" else 0,
-                 says=says, test=f"{TR}::{test}", setup=reference_copy(edit)))
+                 says=says, test=home(test), setup=reference_copy(edit)))
     r("r-garbage-json", "a reference record that is not JSON", raw_edit("step256.json", lambda t: "{ garbage"), ("step256.json",))
     r("r-truncated", "a reference record cut short (kill -9 during a copy)", raw_edit("step256.json", lambda t: t[: len(t) // 2]), ("step256.json",))
     r("r-nan", "a selectivity of NaN", raw_edit("step256.json", _nan), ("step256.json", "NaN"))
@@ -560,76 +567,76 @@ def _cases() -> list[Case]:
     r("r-judge-garbage", "`headwatch judge --reference-dir` with a record that is not JSON", raw_edit("step256.json", lambda t: "{ garbage"), ("step256.json",), cmd="judge")
     r("r-judge-nan", "`headwatch judge --reference-dir` with NaN", raw_edit("step256.json", _nan), ("step256.json", "NaN"), cmd="judge")
     add(Case("r-author-format", R, "`--reference-dir` holding the author's raw files", PYTEST + ["--panel", "published", "--reference-dir", "{ws}/raw"],
-             exit=4, says=("convert",), test=f"{TR}::test_reference_files_are_validated_naming_the_file",
+             exit=4, says=("convert",), test=home("test_reference_files_are_validated_naming_the_file"),
              setup=files(**{"raw__x_mechinterp_step1.json": "{}"})))
     add(Case("r-empty-folder", R, "`--reference-dir` an empty folder", PYTEST + ["--panel", "published", "--reference-dir", "{ws}/empty"],
-             exit=4, says=("no converted",), test=f"{TR}::test_reference_files_are_validated_naming_the_file",
+             exit=4, says=("no converted",), test=home("test_reference_files_are_validated_naming_the_file"),
              setup=lambda ws, base: (ws / "empty").mkdir()))
     add(Case("r-cache-nan", R, "a measurement cache entry holding NaN (recomputed, not used)", [],
-             expect="ok", exit=0, test=f"{TR}::test_cache_entries_with_bad_values_are_moved_aside_and_recomputed", custom=run_cache_nan))
+             expect="ok", exit=0, test=home("test_cache_entries_with_bad_values_are_moved_aside_and_recomputed"), custom=run_cache_nan))
 
     # -- environment variables
     add(Case("e-cache-dir-file", E, "`HEADWATCH_CACHE_DIR` naming a regular file", PYTEST_BARE + ["--panel", "{ws}/p.toml"],
-             exit=4, says=("afile",), env={"HEADWATCH_CACHE_DIR": "{ws}/afile"}, test=f"{TX}::test_pytest_options_are_usage_errors",
+             exit=4, says=("afile",), env={"HEADWATCH_CACHE_DIR": "{ws}/afile"}, test=home("test_pytest_options_are_usage_errors"),
              setup=lambda ws, base: (files(afile="x")(ws, base), panel("", {}, template=LOCAL_PANEL)(ws, base))))
     add(Case("e-organisms-file", E, "`HEADWATCH_ORGANISMS_CACHE` naming a regular file (judge)", ["headwatch", "judge", "--panel", "organisms", "--models", "organism-olmo"],
              exit=2, says=("afile",), env={"HEADWATCH_ORGANISMS_CACHE": "{ws}/afile"}, setup=files(afile="x"),
-             test=f"{TX}::test_judge_and_report_train_nothing_unless_asked"))
-    add(Case("e-offline-hub", E, "`HF_HUB_OFFLINE=1`, measuring a Hub repo that is not cached", MEASURE + ["--model", "EleutherAI/pythia-1b", "--revision", "step1", "--out", "{ws}/o.json", "--cache-dir", "{ws}/hub"],
-             exit=2, says=("pythia-1b", "HF_HUB_OFFLINE"), env={"HF_HUB_OFFLINE": "1"}, test=f"{TS}::test_checkpoint_locations_are_checked"))
+             test=home("test_judge_and_report_train_nothing_unless_asked")))
+    add(Case("e-offline-hub", E, "`HF_HUB_OFFLINE=1`, measuring a Hub repo that is not cached", MEASURE + ["--model", "EleutherAI/pythia-1b", "--revision", "step1", "--out", "{ws}/o.json", "--hub-cache-dir", "{ws}/hub"],
+             exit=2, says=("pythia-1b", "HF_HUB_OFFLINE"), env={"HF_HUB_OFFLINE": "1"}, test=home("test_checkpoint_locations_are_checked")))
     add(Case("e-offline-paper", E, "`HF_HUB_OFFLINE=1 pytest --panel paper` with an empty Hub cache", PYTEST + ["--panel", "paper", "--models", "pythia-1b", "-k", "F2"],
-             exit=4, says=("hf download",), env={"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": "{ws}/hub"}, test=f"{TX}::test_bad_input_in_a_fixture_is_an_error_with_exit_4"))
+             exit=4, says=("hf download",), env={"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": "{ws}/hub"}, test=home("test_bad_input_in_a_fixture_is_an_error_with_exit_4")))
 
     # -- judge / report / organisms
     add(Case("j-judge-trains", J, "`headwatch judge --panel organisms` with no organism trained", ["headwatch", "judge", "--panel", "organisms", "--models", "organism-olmo"],
              exit=2, says=("headwatch organisms train", "--train-missing"), env={"HEADWATCH_ORGANISMS_CACHE": "{ws}/org"}, timeout=90,
-             timeout_is_silent=True, test=f"{TX}::test_judge_and_report_train_nothing_unless_asked"))
+             timeout_is_silent=True, test=home("test_judge_and_report_train_nothing_unless_asked")))
     add(Case("j-report-missing", J, "`headwatch report --panel organisms` with nothing measured", ["headwatch", "report", "--panel", "organisms", "--no-figures", "--out", "{ws}/rep"],
-             exit=2, says=("--train-missing",), env={"HEADWATCH_ORGANISMS_CACHE": "{ws}/org"}, test=f"{TX}::test_judge_and_report_train_nothing_unless_asked"))
+             exit=2, says=("--train-missing",), env={"HEADWATCH_ORGANISMS_CACHE": "{ws}/org"}, test=home("test_judge_and_report_train_nothing_unless_asked")))
     add(Case("j-report-n-examples-0", J, "`headwatch report --n-examples 0`", ["headwatch", "report", "--n-examples", "0", "--out", "{ws}/rep"],
-             exit=2, says=("--n-examples",), test=f"{TS}::test_cli_probe_settings_are_refused_before_loading"))
+             exit=2, says=("--n-examples",), test=home("test_cli_probe_settings_are_refused_before_loading")))
     add(Case("j-report-n-examples-neg", J, "`headwatch report --n-examples -1`", ["headwatch", "report", "--n-examples", "-1", "--out", "{ws}/rep"],
-             exit=2, says=("--n-examples",), test=f"{TS}::test_cli_probe_settings_are_refused_before_loading"))
+             exit=2, says=("--n-examples",), test=home("test_cli_probe_settings_are_refused_before_loading")))
     add(Case("j-judge-models-unknown", J, "`headwatch judge --models nope`", ["headwatch", "judge", "--models", "nope"],
-             exit=2, says=("nope",), test=f"{TX}::test_exit_codes_of_the_cli"))
+             exit=2, says=("nope",), test=home("test_exit_codes_of_the_cli")))
     add(Case("j-judge-panel-unknown", J, "`headwatch judge --panel nope`", ["headwatch", "judge", "--panel", "nope"],
-             exit=2, says=("nope",), test=f"{TX}::test_exit_codes_of_the_cli"))
+             exit=2, says=("nope",), test=home("test_exit_codes_of_the_cli")))
     add(Case("j-judge-reference-missing", J, "`headwatch judge --reference-dir` that does not exist", ["headwatch", "judge", "--reference-dir", "{ws}/nope"],
-             exit=2, says=("nope",), test=f"{TX}::test_exit_codes_of_the_cli"))
+             exit=2, says=("nope",), test=home("test_exit_codes_of_the_cli")))
     add(Case("j-judge-cache-file", J, "`headwatch judge --cache-dir` a regular file, on a local panel", ["headwatch", "judge", "--panel", "{ws}/p.toml", "--cache-dir", "{ws}/afile"],
-             exit=2, says=("afile",), test=f"{TX}::test_exit_codes_of_the_cli",
+             exit=2, says=("afile",), test=home("test_exit_codes_of_the_cli"),
              setup=lambda ws, base: (files(afile="x")(ws, base), panel("", {}, template=LOCAL_PANEL)(ws, base))))
     add(Case("j-judge-local-ok", J, "`headwatch judge` on a correct local panel (measures, judges)", ["headwatch", "judge", "--panel", "{ws}/p.toml"],
-             expect="ok", exit=(0, 1), test=f"{TX}::test_exit_codes_of_the_cli", setup=panel("", {}, template=LOCAL_PANEL),
+             expect="ok", exit=(0, 1), test=home("test_exit_codes_of_the_cli"), setup=panel("", {}, template=LOCAL_PANEL),
              check=lambda ws, r: None if "== " in r.out else "no verdicts printed"))
-    add(Case("j-no-command", J, "`headwatch` with no subcommand", ["headwatch"], exit=2, says=("COMMAND", "required"), test=f"{TX}::test_exit_codes_of_the_cli"))
-    add(Case("j-bad-flag", J, "`headwatch judge --bogus`", ["headwatch", "judge", "--bogus"], exit=2, says=("--bogus",), test=f"{TX}::test_exit_codes_of_the_cli"))
-    add(Case("j-organisms-seed-negative", J, "`headwatch organisms train --seed -1`", ["headwatch", "organisms", "train", "--seed", "-1", "--cache-dir", "{ws}/org"],
-             exit=2, says=("--seed",), test=f"{TS}::test_organisms_train_arguments_are_checked"))
-    add(Case("j-organisms-threads-0", J, "`headwatch organisms train --threads 0`", ["headwatch", "organisms", "train", "--threads", "0", "--cache-dir", "{ws}/org"],
-             exit=2, says=("--threads",), test=f"{TS}::test_organisms_train_arguments_are_checked", timeout=90, timeout_is_silent=True))
-    add(Case("j-organisms-cache-file", J, "`headwatch organisms train --cache-dir` a regular file", ["headwatch", "organisms", "train", "--family", "olmo", "--cache-dir", "{ws}/afile"],
-             exit=2, says=("afile",), setup=files(afile="x"), test=f"{TS}::test_organisms_train_arguments_are_checked", timeout=90, timeout_is_silent=True))
+    add(Case("j-no-command", J, "`headwatch` with no subcommand", ["headwatch"], exit=2, says=("COMMAND", "required"), test=home("test_exit_codes_of_the_cli")))
+    add(Case("j-bad-flag", J, "`headwatch judge --bogus`", ["headwatch", "judge", "--bogus"], exit=2, says=("--bogus",), test=home("test_exit_codes_of_the_cli")))
+    add(Case("j-organisms-seed-negative", J, "`headwatch organisms train --seed -1`", ["headwatch", "organisms", "train", "--seed", "-1", "--organisms-cache-dir", "{ws}/org"],
+             exit=2, says=("--seed",), test=home("test_organisms_train_arguments_are_checked")))
+    add(Case("j-organisms-threads-0", J, "`headwatch organisms train --threads 0`", ["headwatch", "organisms", "train", "--threads", "0", "--organisms-cache-dir", "{ws}/org"],
+             exit=2, says=("--threads",), test=home("test_organisms_train_arguments_are_checked"), timeout=90, timeout_is_silent=True))
+    add(Case("j-organisms-cache-file", J, "`headwatch organisms train --organisms-cache-dir` a regular file", ["headwatch", "organisms", "train", "--family", "olmo", "--organisms-cache-dir", "{ws}/afile"],
+             exit=2, says=("afile",), setup=files(afile="x"), test=home("test_organisms_train_arguments_are_checked"), timeout=90, timeout_is_silent=True))
     add(Case("j-organisms-family", J, "`headwatch organisms train --family gpt2`", ["headwatch", "organisms", "train", "--family", "gpt2"],
-             exit=2, says=("gpt2",), test=f"{TS}::test_organisms_train_arguments_are_checked"))
+             exit=2, says=("gpt2",), test=home("test_organisms_train_arguments_are_checked")))
 
     # -- exit codes, modes, interruptions
     add(Case("x-umask-022-out", X, "umask 022: the record `--out` writes is readable by the group (0644)", LOCAL + ["--out", "{ws}/o.json"],
-             expect="ok", exit=0, umask=0o022, check=expect_mode("o.json", 0o644), test=f"{TO}::test_files_and_folders_honour_the_umask"))
-    add(Case("x-umask-077-report", X, "umask 077: `headwatch report` files stay private (0600)", ["headwatch", "report", "--no-figures", "--out", "{ws}/rep"],
-             expect="ok", exit=0, umask=0o077, check=tree_modes("rep/*", 0o600), test=f"{TO}::test_files_and_folders_honour_the_umask"))
+             expect="ok", exit=0, umask=0o022, check=expect_mode("o.json", 0o644), test=home("test_files_and_folders_honour_the_umask")))
+    add(Case("x-umask-077-report", X, "umask 077: `headwatch report` files stay private (0600)", ["headwatch", "report", "--panel", "published", "--no-figures", "--out", "{ws}/rep"],
+             expect="ok", exit=0, umask=0o077, check=tree_modes("rep/*", 0o600), test=home("test_files_and_folders_honour_the_umask")))
     add(Case("x-umask-022-cache", X, "umask 022: measurement cache entries written by pytest (0644)", PYTEST + ["--panel", "{ws}/p.toml", "-k", "F2"],
              expect="ok", exit=0, umask=0o022, setup=panel("", {}, template=LOCAL_PANEL), check=tree_modes("cache/measurements/*/*.json", 0o644),
-             test=f"{TO}::test_files_and_folders_honour_the_umask"))
+             test=home("test_files_and_folders_honour_the_umask")))
     add(Case("x-umask-022-judge-json", X, "umask 022: `headwatch judge --json` (0644)", ["headwatch", "judge", "--models", "olmo-1b", "--json", "{ws}/v.json"],
-             expect="ok", exit=0, umask=0o022, check=expect_mode("v.json", 0o644), test=f"{TO}::test_files_and_folders_honour_the_umask"))
+             expect="ok", exit=0, umask=0o022, check=expect_mode("v.json", 0o644), test=home("test_files_and_folders_honour_the_umask")))
     add(Case("x-kill-measure", X, "kill -9 of `headwatch measure` mid-run, then the same command again", [],
-             expect="ok", exit=0, custom=run_kill_measure, test=f"{TO}::test_a_killed_write_leaves_no_partial_file"))
+             expect="ok", exit=0, custom=run_kill_measure, test=home("test_a_killed_write_leaves_no_partial_file")))
     add(Case("x-kill-pytest", X, "kill -9 of pytest measuring a local panel, then the same command again", [],
-             expect="ok", exit=0, custom=run_kill_pytest, test=f"{TO}::test_a_killed_write_leaves_no_partial_file"))
+             expect="ok", exit=0, custom=run_kill_pytest, test=home("test_a_killed_write_leaves_no_partial_file")))
     add(Case("x-failed-claim-exit", X, "a planted model whose F1 fails: `headwatch judge --reference-dir` (a finding, exit 1)", ["headwatch", "judge", "--reference-dir", "{ws}/ref"],
              expect="ok", exit=1, setup=reference_copy(edit_json("step143000.json", sel("L0_H1", "first-token", 500.0))),
-             check=lambda ws, r: None if re.search(r"^\s*F1\s+fails\b", r.out, re.M | re.I) else "no failing F1 verdict", test=f"{TX}::test_exit_codes_of_the_cli"))
+             check=lambda ws, r: None if re.search(r"^\s*F1\s+fails\b", r.out, re.M | re.I) else "no failing F1 verdict", test=home("test_exit_codes_of_the_cli")))
     return c
 
 

@@ -11,10 +11,11 @@ tests use, and writes into ``--out DIR``::
     DIR/<model>/<figure>.png     bos_fraction, induction_heads, pr_lead, label_grid, ablation
     DIR/report.html              the verdict table and figures as one self-contained page
 
-Revisions not yet measured are listed with the command that measures them, and the command exits
-2; nothing is trained, downloaded or measured unless ``--train-missing`` says so (then what is
-missing is measured first, training organisms and downloading checkpoints as needed).
-Exit: 0 written, 2 bad input or measurements missing, 3 internal error (headwatch.cli).
+The models are :mod:`headwatch.selection`'s (the options pytest and ``judge`` take). Revisions
+not yet measured are listed with the command that measures them, and the command exits 2; nothing
+is trained, downloaded or measured unless ``--train-missing`` says so (then what is missing is
+measured first, training organisms and downloading checkpoints as needed). Exit codes:
+:data:`headwatch.cli.EXIT_CODES`.
 """
 from __future__ import annotations
 
@@ -27,47 +28,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from headwatch import selection
 from headwatch.files import check_output_dir, write_atomic, write_json_atomic
-from headwatch.fixtures.panels import load_panel
-from headwatch.fixtures.provider import Provider, ProviderOptions
-from headwatch.names import split_list
-from headwatch.paths import default_cache_dir
-from headwatch.validation import InputError, argtype
 
 log = logging.getLogger("headwatch.report")
 
-DEFAULT_PANEL = "published"
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--panel", action="append", default=None, metavar="NAME|FILE",
-                        help=f"panel(s) to report (repeatable or comma list; default: {DEFAULT_PANEL})")
     parser.add_argument("--out", required=True, metavar="DIR", help="folder for the figures, CSV and JSON")
-    parser.add_argument("--models", nargs="+", default=None, metavar="M",
-                        help="only these models (short names or repo ids; default: every model of the panels)")
-    parser.add_argument("--cache-dir", default=None, metavar="DIR",
-                        help="headwatch cache to read (default: $HEADWATCH_CACHE_DIR, else .cache/headwatch in a "
-                             "checkout, else ~/.cache/headwatch)")
-    parser.add_argument("--reference-dir", default=None, metavar="DIR",
-                        help="read the records of the models DIR holds from DIR (<model>/<revision>.json, converted "
-                             "or written by `headwatch measure --out`) instead of the cache; records without tokens "
-                             "take them from the panel (default: none)")
-    parser.add_argument("--n-examples", type=argtype("n_examples", "--n-examples"), default=None, metavar="N",
-                        help="read measurements made with this many examples, as given to pytest --n-examples "
-                             "(default: each panel's own)")
-    parser.add_argument("--dtype", default=None, choices=["float32", "float16", "bfloat16"],
-                        help="read measurements made in this dtype, as given to pytest --dtype (default: each "
-                             "panel model's own)")
+    selection.add_options(parser.add_argument, selection.PANEL_OPTIONS)
     parser.add_argument("--no-figures", action="store_true", help="only the CSV and JSON (default: figures too)")
     parser.add_argument("--train-missing", action="store_true",
                         help="measure what the cache lacks first, training organisms and downloading checkpoints "
                              "as needed (default: list it with the command that fills it, exit 2)")
-
-
-def _models(args: argparse.Namespace) -> list[Any]:
-    models = [m for n in split_list(args.panel or [DEFAULT_PANEL]) for m in load_panel(n).models]
-    wanted = split_list(args.models)
-    return [m for m in models if any(m.matches(w) for w in wanted)] if wanted else models
 
 
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
@@ -78,35 +51,22 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
     write_atomic(path, text.getvalue())
 
 
-def fill_command(args: argparse.Namespace) -> str:
-    """This command again with --train-missing: what measures everything it found missing."""
-    words = ["headwatch", "report", "--out", args.out]
-    for p in args.panel or []:
-        words += ["--panel", p]
-    if args.models:
-        words += ["--models", *args.models]
-    for flag, value in (("--cache-dir", args.cache_dir), ("--n-examples", args.n_examples), ("--dtype", args.dtype)):
-        if value is not None:
-            words += [flag, str(value)]
-    return shlex.join([*words, "--train-missing"])
-
-
 def run(args: argparse.Namespace) -> int:
-    """Write the report files; 2 on bad input, 1 when no model has a single measurement on disk."""
+    """Write the report files; 1 if a claim fails that a panel did not declare (as judge), 2 on bad
+    input or when measurements are missing (listed with the command that measures them)."""
     # Deferred: figures and the judge import matplotlib and torch; `headwatch report --help` need not.
-    from .figures import model_figures
-    from .report_data import model_report, summary_rows, verdict_cell
-    from .report_render import fragment, standalone_page, versions
+    from headwatch.claims.figures import model_figures
+    from headwatch.claims.judge import surprises
+    from headwatch.claims.report_data import model_report, summary_rows, verdict_cell
+    from headwatch.claims.report_render import fragment, standalone_page, versions
 
     out = check_output_dir(args.out, "--out")
-    models = _models(args)
-    if not models:
-        raise InputError(f"none of {args.models} is in the panel(s)")
-    cache_dir = Path(args.cache_dir).expanduser().resolve() if args.cache_dir else default_cache_dir()
-    if args.reference_dir and not Path(args.reference_dir).is_dir():
-        raise InputError(f"--reference-dir {args.reference_dir} is not a folder")
-    reader = Provider(ProviderOptions(cache_dir=cache_dir, n_examples=args.n_examples, dtype=args.dtype, progress=False,
-                                      reference_dir=args.reference_dir))
+    choices = selection.choices_from_args(args, train_missing=args.train_missing,
+                                          offline=None if args.train_missing else True)
+    # Listing branches ({ log_spaced = n }) may train an organism or ask the Hub: only with --train-missing.
+    picked = selection.select(choices, progress=False, resolve=False)
+    models = picked.resolve(list_branches=args.train_missing)
+    reader, cache_dir = picked.provider, picked.options.cache_dir
     if args.train_missing:  # measure what the cache lacks (training and downloading as needed) first
         for m in models:
             reader.model_records(m)
@@ -142,9 +102,10 @@ def run(args: argparse.Namespace) -> int:
           + (f" and {sum(len(v) for v in figures.values())} figures" if figures else ""))
     missing = [r for r in reports if r.missing or not r.records]
     if missing:
+        again = selection.as_argv(choices)
         print(f"{len(missing)} model(s) lack measurements (nothing was trained, downloaded or measured); to measure "
-              f"them and write the report again: {fill_command(args)} (or run the claim tests: "
-              f"pytest claims {' '.join('--panel ' + shlex.quote(p) for p in split_list(args.panel or [DEFAULT_PANEL]))})",
-              file=sys.stderr)
+              "them and write the report again: "
+              + shlex.join(["headwatch", "report", "--out", args.out, *again, "--train-missing"])
+              + f" (or run the claim tests: {shlex.join(['pytest', 'claims', *again])})", file=sys.stderr)
         return 2
-    return 0
+    return 1 if sum(surprises(r.verdicts) for r in reports) else 0

@@ -21,11 +21,11 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from headwatch import validation
+from headwatch import selection, validation
 from headwatch.files import check_output_file, json_text
 from headwatch.fixtures import loading
 from headwatch.probes.record import ProbeSettings
-from headwatch.validation import CLI_FLAGS, DTYPES, InputError, argtype
+from headwatch.validation import CLI_FLAGS, InputError, argtype
 
 
 def flag(field: str) -> str:
@@ -43,10 +43,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tokens-seen", type=argtype(validation.TOKENS, "--tokens-seen"),
                    help="training tokens at this checkpoint, recorded as is (default: unknown; judge, report and "
                         "pytest --reference-dir then take them from the panel's tokens rule)")
-    p.add_argument("--device", default="auto", type=argtype(validation.device, "--device"), help="cpu, cuda, cuda:N, mps or auto")
-    p.add_argument("--dtype", default=defaults.dtype, choices=DTYPES,
-                   help="load and probe dtype (fp16 underflows the baseline attention of early checkpoints)")
-    p.add_argument("--cache-dir", help="Hub cache folder (default: huggingface_hub's own)")
+    # The shared options, as every command takes them; a single checkpoint has no panel to default to.
+    selection.add_options(p.add_argument, ("device", "dtype", "hub_cache_dir"), dtype={
+        "default": defaults.dtype,
+        "help": "load and probe dtype (fp16 underflows the baseline attention of early checkpoints)"})
     for field, text in (("n_examples", "examples in the induction batch"),
                         ("n_pr", "examples whose head outputs enter PR (1 to --n-examples)"),
                         ("batch_size", "examples per forward pass (memory only: the numbers do not depend on it)"),
@@ -59,6 +59,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-ablation", action="store_true", help="skip the three group-ablation passes")
     p.add_argument("--trust-remote-code", action="store_true",
                    help="run the repo's own modelling code (only for repos you trust)")
+    p.add_argument("--allow-pickle", action="store_true",
+                   help="read a revision whose only weights are a pickle (pytorch_model.bin) through "
+                        "torch.load(weights_only=True), which rebuilds tensors and refuses anything else; "
+                        "safetensors are still read wherever the revision has them")
 
 
 def settings_from_args(args: argparse.Namespace) -> ProbeSettings:
@@ -88,15 +92,17 @@ def resolve(args: argparse.Namespace) -> loading.ResolvedRevision:
         if (folder / "config.json").is_file():
             if args.revision:
                 raise loading.LoadingError(f"{folder} is a single checkpoint; drop --revision or pass its parent folder")
-            return loading.resolve_local(folder.parent, folder.name)
+            return loading.resolve_local(folder.parent, folder.name, allow_pickle=args.allow_pickle)
         if not args.revision:
             raise loading.LoadingError(f"{folder} has no config.json; pass --revision to pick {folder}/<revision>/")
-        return loading.resolve_local(folder, args.revision)
+        return loading.resolve_local(folder, args.revision, allow_pickle=args.allow_pickle)
     if _looks_like_a_path(model):
         raise InputError(f"--model: no folder {folder} (from {Path.cwd()}), and {model!r} is not a Hub repo id "
                          "(org/name); give an existing checkpoint folder or a repo id")
     try:
-        return loading.resolve_revision(model, args.revision or "main", cache_dir=args.cache_dir)
+        hub_cache = str(Path(args.hub_cache_dir).expanduser()) if args.hub_cache_dir else None
+        return loading.resolve_revision(model, args.revision or "main", cache_dir=hub_cache,
+                                        allow_pickle=args.allow_pickle)
     except loading.LoadingError as e:
         raise type(e)(f"{e} (and there is no local folder {model!r} in {Path.cwd()})") from None
 
@@ -122,7 +128,8 @@ def run(args: argparse.Namespace) -> int:
     record = measure(checkpoint.model, settings, model_name=model_name, revision=resolved.revision,
                      tokens_seen=args.tokens_seen)
     record.provenance.update(weights_hash=checkpoint.weights_hash, identity=resolved.identity,
-                             commit=resolved.commit, load_seconds=round(checkpoint.load_seconds, 3))
+                             commit=resolved.commit, load_seconds=round(checkpoint.load_seconds, 3),
+                             **resolved.weights_provenance())
     if checkpoint.plan is not None:
         record.provenance.update(checkpoint.plan.provenance())
     if out is None:

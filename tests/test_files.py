@@ -1,4 +1,5 @@
-"""Output paths are checked before the compute; files and folders honour the umask; a kill leaves no torn file.
+"""Files headwatch writes (headwatch/files.py): output paths are checked before the compute; files and
+folders honour the umask; a kill leaves no torn file.
 
 Catalogue: docs/hostile-inputs.md, "Output paths" and "Exit codes, file modes, interruptions". On
 main's code (before issue 14) an unwritable or folder ``--out`` was found after the compute (the
@@ -9,11 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -153,15 +154,13 @@ def test_files_and_folders_honour_the_umask(umask, tmp_path, checkpoint, headwat
     assert _mode(snapshot) == want_dir
     assert {p.name: _mode(p) for p in snapshot.iterdir()} == {p.name: want_file for p in snapshot.iterdir()}
 
-    assert headwatch_cli("report", "--no-figures", "--out", tmp_path / "rep").code == 0
+    assert headwatch_cli("report", "--panel", "published", "--no-figures", "--out", tmp_path / "rep").code == 0
     assert {p.name: _mode(p) for p in (tmp_path / "rep").iterdir()} == {
         p.name: want_file for p in (tmp_path / "rep").iterdir()}
 
 
 def test_organism_training_state_honours_the_umask(umask, tmp_path):
     """The organisms' own training state (safetensors writes 0600 whatever the umask)."""
-    import torch
-
     from headwatch.fixtures.organisms import ORGANISMS
     from headwatch.fixtures.organisms.train import TrainLog, _make_optimizer, _save_state
 
@@ -170,23 +169,48 @@ def test_organism_training_state_honours_the_umask(umask, tmp_path):
     _save_state(tmp_path / "state", model, _make_optimizer(recipe, model), TrainLog("olmo", 0, recipe.fingerprint()))
     assert {p.name: _mode(p) for p in (tmp_path / "state").iterdir()} == {
         p.name: 0o666 & ~umask for p in (tmp_path / "state").iterdir()}
-    assert torch.get_num_threads() >= 1
 
 
 # ---- kill -9 ----------------------------------------------------------------------------------------------
 
 
+#: ``headwatch measure`` in a child that says when the compute has begun (its readiness signal).
+ANNOUNCED_MEASURE = """
+import sys
+import headwatch.probes.measure as probes
+from headwatch.cli import main
+
+real = probes.measure
+
+def announced(*args, **kwargs):
+    print("measuring", flush=True)
+    return real(*args, **kwargs)
+
+probes.measure = announced  # the command imports it when it runs
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.slow
 def test_a_killed_write_leaves_no_partial_file(checkpoint, tmp_path):
     """kill -9 in the middle of a measurement: no record, no temporary file. (This held on main too,
     and must keep holding.)"""
     out = tmp_path / "out"
     out.mkdir()
-    cmd = [sys.executable, "-m", "headwatch", "measure", "--model", str(checkpoint), "--out", str(out / "o.json"),
+    cmd = [sys.executable, "-c", ANNOUNCED_MEASURE, "measure", "--model", str(checkpoint), "--out", str(out / "o.json"),
            "--n-examples", "20000", "--n-pr", "500", "--seq-len", "64", "--vocab-lo", "10", "--vocab-hi", "300",
            "--device", "cpu"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-    time.sleep(8.0)
-    assert proc.poll() is None, "the measurement finished before the kill: give it more examples"
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    said: list[str] = []
+    try:
+        while "measuring" not in said and select.select([proc.stdout], [], [], 300)[0]:
+            line = proc.stdout.readline()
+            if not line:  # the child ended without measuring
+                break
+            said.append(line.strip())
+        assert "measuring" in said, f"the child did not start measuring: {said[-20:]}"
+        assert proc.poll() is None, "the measurement finished before the kill: give it more examples"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
     assert list(out.iterdir()) == []

@@ -1,13 +1,16 @@
-"""``headwatch`` command line: one subcommand per job, each owned by the module that does it.
+"""``headwatch`` command line: one subcommand per module of this package.
 
-Each owning module exposes ``add_arguments(parser)`` and ``run(args) -> int``; this file only wires
-them, so adding a subcommand touches one line here. Only the chosen subcommand's module is
+Each subcommand's module (``measure``, ``measure_panel``, ``organisms``, ``judge``, ``report``)
+exposes ``add_arguments(parser)`` and ``run(args) -> int``; this file only wires them, so adding a
+subcommand is one module and one line in :data:`SUBCOMMANDS`. Only the chosen subcommand's module is
 imported, and those modules import torch and transformers inside ``run``, so ``headwatch --help``
-and ``--version`` answer at once.
+and ``--version`` answer at once. The options that pick panels, models, revisions and where
+measurements live are :mod:`headwatch.selection`'s, shared with the pytest plugin.
 
-Exit codes (:data:`EXIT_CODES`, also in ``--help`` and the README): a subcommand returns 0 or 1;
-bad input anywhere (argparse, or a :class:`headwatch.validation.InputError` from any layer) is 2
-with one message; any other exception is 3 with its traceback: a crash is never a failed claim.
+Exit codes: :data:`EXIT_CODES`, the one table (also printed by ``--help``). A subcommand returns
+0, 1 or 2; bad input anywhere (argparse, or a :class:`headwatch.validation.InputError` from any
+layer) is 2 with one message; any other exception is 3 with its traceback: a crash is never a
+failed claim.
 """
 from __future__ import annotations
 
@@ -20,22 +23,26 @@ import traceback
 from headwatch import __version__
 from headwatch.validation import InputError
 
-#: What each exit status means, for every subcommand.
+#: What each exit status means, for every subcommand (the one table: --help prints it, the docs are written from it).
 EXIT_CODES = {
-    0: "claims hold as the panel declares (measure: record written; report: written, claims as declared)",
-    1: "a claim fails that the panel did not declare, or a declared deviation did not occur",
-    2: "bad input or usage: the message says what was wrong and what to do; nothing was written",
+    0: "done: claims hold as the panels declare (judge, report), the record written (measure), everything "
+       "measured (measure-panel), the organisms trained (organisms)",
+    1: "a finding or a failed job: a claim fails that a panel did not declare, or a declared deviation did not "
+       "occur (judge, report); a task failed, listed with its reason (measure-panel); training failed (organisms)",
+    2: "bad input or usage, nothing computed (the message says what was wrong and what to do); or something to "
+       "judge is missing: listed with the command that fills it (judge, report)",
     3: "internal error: headwatch crashed (traceback printed); please report it",
+    130: "interrupted: finished measurements are kept; run the same command again to resume",
 }
 EPILOG = "exit codes: " + "; ".join(f"{code} {text}" for code, text in EXIT_CODES.items())
 
 #: subcommand -> (module, one-line help). "organisms" takes a further verb (train).
 SUBCOMMANDS = {
-    "measure": ("headwatch.measure_cli", "probe one checkpoint and write its measurement record (JSON)"),
-    "measure-panel": ("headwatch.measure_panel_cli", "measure what a panel lacks as parallel tasks (local pool, Ray, Slurm)"),
-    "organisms": ("headwatch.fixtures.organisms.cli", "train the tiny model organisms into the local Hub cache"),
-    "judge": ("headwatch.claims.judge_cli", "judge claims F1-F5 and the causal check; print and write verdicts"),
-    "report": ("headwatch.claims.report_cli", "build the figures and a CSV/JSON summary from cached measurements"),
+    "measure": ("headwatch.cli.measure", "probe one checkpoint and write its measurement record (JSON)"),
+    "measure-panel": ("headwatch.cli.measure_panel", "measure what a panel lacks as parallel tasks (local pool, Ray, Slurm)"),
+    "organisms": ("headwatch.cli.organisms", "train the tiny model organisms into the local Hub cache"),
+    "judge": ("headwatch.cli.judge", "judge claims F1-F5 and the causal check; print and write verdicts"),
+    "report": ("headwatch.cli.report", "build the figures and a CSV/JSON summary from cached measurements"),
 }
 
 
@@ -108,8 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args._run(args) or 0)
     except KeyboardInterrupt:
-        print("interrupted: finished measurements are kept; run the same command again to resume",
-              file=sys.stderr)
+        print(EXIT_CODES[130], file=sys.stderr)
         return 130
     except InputError as e:
         print(f"headwatch {args.command}: error: {e}", file=sys.stderr)

@@ -8,10 +8,10 @@
 One task per (model, revision) whose measurement is not in the cache (``headwatch.fixtures.fanout``);
 each resolves, downloads, measures, writes its cache entry and, with ``--evict``, deletes its
 checkpoint. The claims then run from the cache with no model loaded: ``pytest claims --panel P``,
-``headwatch judge --panel P``, ``headwatch report --panel P`` (same ``--cache-dir``). A rerun
-measures only what is still missing. Exit status: 0 everything measured (or already cached), 1 some
-task failed (each listed with its reason), 2 bad input, 130 interrupted (finished work is kept).
-Executors: ``headwatch.fixtures.executors``; the cluster recipes: docs/scale-out.md.
+``headwatch judge --panel P``, ``headwatch report --panel P`` (the same :mod:`headwatch.selection`
+options, the same ``--cache-dir``). A rerun measures only what is still missing. Exit codes:
+:data:`headwatch.cli.EXIT_CODES`. Executors: ``headwatch.fixtures.executors``; the cluster recipes:
+docs/scale-out.md.
 """
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ import sys
 import time
 from pathlib import Path
 
-from headwatch import validation
-from headwatch.validation import DTYPES, argtype
+from headwatch import selection, validation
+from headwatch.validation import InputError, argtype
 
 log = logging.getLogger("headwatch.measure_panel")
 
@@ -31,12 +31,7 @@ EXECUTORS = ("local", "ray", "slurm", "submitit-local")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--panel", required=True, action="append", metavar="NAME|FILE",
-                   help="panel(s) to measure (a shipped name or a TOML file; repeatable or comma list)")
-    p.add_argument("--models", nargs="+", default=None, metavar="M",
-                   help="only these models (short names or repo ids; comma lists too); default: every model")
-    p.add_argument("--revisions", nargs="+", default=None, metavar="R",
-                   help="only these revisions (branch names); default: every revision of the selected models")
+    selection.add_options(p.add_argument, ("panel", "models", "revisions"))
     p.add_argument("--executor", choices=EXECUTORS, default="local",
                    help="local: a process pool here; ray: a Ray cluster (--address, else a local one); slurm: one "
                         "Slurm array job through submitit; submitit-local: the Slurm jobs run here by submitit's "
@@ -51,17 +46,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--evict", action="store_true",
                    help="delete each Hub checkpoint from the Hub cache once measured (disk bounded by the tasks "
                         "in flight; organisms and local folders are never deleted)")
-    p.add_argument("--hub-cache-dir", default=None, metavar="DIR",
-                   help="Hub cache the tasks download into (node-local or shared; default: huggingface_hub's own, "
-                        "HF_HUB_CACHE / HF_HOME aware, on each worker)")
-    p.add_argument("--cache-dir", default=None, metavar="DIR",
-                   help="headwatch cache the tasks write to, shared by every worker (default: $HEADWATCH_CACHE_DIR, "
-                        "else .cache/headwatch in a checkout, else ~/.cache/headwatch)")
-    p.add_argument("--device", default="auto", type=argtype(validation.device, "--device"), help="cpu, cuda or auto, on each worker")
-    p.add_argument("--dtype", default=None, choices=DTYPES,
-                   help="load and probe dtype (default: each panel model's own; must match what the claims read)")
-    p.add_argument("--n-examples", type=argtype("n_examples", "--n-examples"), default=None, metavar="N",
-                   help="examples in the induction batch (default: the panel's; must match what the claims read)")
+    selection.add_options(p.add_argument, ("hub_cache_dir", "cache_dir", "organisms_cache_dir", "device", "dtype",
+                                           "n_examples"))
     p.add_argument("--cpus-per-task", type=argtype(validation.POSITIVE_INT, "--cpus-per-task"), default=None, metavar="N",
                    help="CPUs (torch threads) per task on Ray and Slurm (default: 1 on Ray, 4 on Slurm, this "
                         "machine's cores / --workers for submitit-local)")
@@ -82,17 +68,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dry-run", action="store_true", help="print the plan (what is cached, what would run) and stop")
 
 
-def _fail(message: str) -> int:
-    print(f"headwatch measure-panel: {message}", file=sys.stderr)
-    return 2
-
-
 def _slurm_options(pairs: list[str]) -> dict[str, str]:
     out = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise ValueError(f"--slurm-option {pair!r} is not KEY=VALUE (e.g. account=myproj)")
+            raise InputError(f"--slurm-option {pair!r} is not KEY=VALUE (e.g. account=myproj)")
         out[key.strip().replace("-", "_")] = value.strip()
     return out
 
@@ -120,48 +101,25 @@ def build_executor(args: argparse.Namespace, log_dir: Path):
 
 def run(args: argparse.Namespace) -> int:
     # Deferred: panels, the cache and the executors (and through them torch) only when the command runs.
-    from headwatch.fixtures import loading
-    from headwatch.fixtures.cache import CacheError, ensure_writable
     from headwatch.fixtures.executors import ExecutorError
     from headwatch.fixtures.fanout import plan_panel
+    from headwatch.fixtures.loading import LoadingError
     from headwatch.fixtures.organisms.runner import TrainingError
-    from headwatch.fixtures.panels import PanelError, load_panel, select
-    from headwatch.fixtures.provider import Provider, ProviderOptions
-    from headwatch.names import did_you_mean, split_list
-    from headwatch.paths import default_cache_dir
     from headwatch.probes.record import write_json_atomic
 
     if args.address and args.executor != "ray":
-        return _fail(f"--address is for --executor ray, not {args.executor}")
-    try:
-        _slurm_options(args.slurm_option)  # checked before anything starts; build_executor reads them
-    except ValueError as e:
-        return _fail(str(e))
-
-    cache_dir = Path(args.cache_dir).expanduser().resolve() if args.cache_dir else default_cache_dir()
-    options = ProviderOptions(
-        cache_dir=cache_dir, device=args.device, dtype=args.dtype, n_examples=args.n_examples, progress=False,
-        hub_cache_dir=str(Path(args.hub_cache_dir).expanduser().resolve()) if args.hub_cache_dir else None,
-    )
-    try:
-        ensure_writable(options.measurement_dir)
-        panels = [load_panel(n) for n in split_list(args.panel)]
-        models = select(panels, models=split_list(args.models) or None,
-                        list_branches=Provider(options).list_revisions)
-    except (PanelError, CacheError, loading.LoadingError) as e:
-        return _fail(str(e))
-    revisions = split_list(args.revisions)
-    have = {r for m in models for r in m.revisions}
-    for r in revisions:
-        if r not in have:
-            return _fail(f"unknown revision {r!r} in --revisions; the selected models have: "
-                         f"{', '.join(sorted(have))}" + did_you_mean(r, have))
+        raise InputError(f"--address is for --executor ray, not {args.executor}")
+    _slurm_options(args.slurm_option)  # checked before anything starts; build_executor reads them
+    picked = selection.select(selection.choices_from_args(args), progress=False, resolve=False)
+    picked.check_measuring()
+    models = picked.resolve()
+    options, cache_dir, panels = picked.options, picked.options.cache_dir, picked.panels
 
     t0 = time.perf_counter()
     try:
-        plan = plan_panel(models, options, revisions=revisions or None, evict=args.evict, say=log.info)
-    except loading.LoadingError as e:
-        return _fail(f"{e} (nothing was started)")
+        plan = plan_panel(models, options, evict=args.evict, say=log.info)
+    except LoadingError as e:
+        raise InputError(f"{e} (nothing was started)") from None
     except TrainingError as e:
         print(f"headwatch measure-panel: training the organisms failed: {e}", file=sys.stderr)
         return 1
@@ -190,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         results = executor.run(plan.tasks, report)
     except ExecutorError as e:
-        return _fail(str(e))
+        raise InputError(str(e)) from None
     wall = time.perf_counter() - t0
     failed = [r for r in results if not r.ok]
     write_json_atomic(log_dir / "summary.json", {

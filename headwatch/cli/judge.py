@@ -1,0 +1,106 @@
+"""``headwatch judge``: judge F1-F5 and the causal check, print the verdicts, write them as JSON.
+
+The models are :mod:`headwatch.selection`'s (the options pytest takes: ``--panel``, ``--models``,
+``--revisions``, ``--reference-dir``, ...); their records come through one
+:class:`~headwatch.fixtures.provider.Provider`: the published files, a ``--reference-dir`` folder
+(``DIR/<model>/<revision>.json``, converted or written by ``headwatch measure --out``), or the
+measurement cache, measuring what is missing. The verdicts are
+:func:`headwatch.claims.judge.judge_model`'s, the same the claim tests assert; ``--json`` writes
+each as :meth:`headwatch.claims.verdict.Verdict.to_dict`.
+
+Nothing is trained or downloaded unless ``--train-missing`` says so: an organism that is not
+trained, or a Hub checkpoint that is not in the local Hub cache, is listed with the command that
+fills it, and the command exits 2 after judging the rest.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shlex
+import sys
+from typing import Any
+
+from headwatch import selection
+from headwatch.files import check_output_file, write_json_atomic
+from headwatch.fixtures.reference import NO_PANEL
+
+log = logging.getLogger("headwatch.judge")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    selection.add_options(parser.add_argument, selection.PANEL_OPTIONS)
+    parser.add_argument("--json", default=None, metavar="OUT",
+                        help="write the verdicts to OUT as JSON; '-' writes them to stdout and the verdict "
+                             "lines to stderr (default: no JSON). Checked before anything is judged")
+    parser.add_argument("--train-missing", action="store_true",
+                        help="train organisms the organism cache lacks and download Hub checkpoints the Hub cache "
+                             "lacks, then measure them (default: list them with the command that fills them, exit 2)")
+
+
+def chosen(args: argparse.Namespace) -> selection.Selection:
+    """The selection the arguments ask for; without --train-missing nothing trains and Hub
+    checkpoints resolve from the local Hub cache only."""
+    choices = selection.choices_from_args(args, train_missing=args.train_missing,
+                                          offline=None if args.train_missing else True)
+    return selection.select(choices, progress=False, resolve=True)
+
+
+def _records(chosen: selection.Selection) -> tuple[list[tuple[Any, list[Any]]], list[str]]:
+    """(panel model, records) of every selected model, and a line for each model whose checkpoints
+    are missing (not trained, not downloaded)."""
+    from headwatch.fixtures.loading import NotInCache
+    from headwatch.fixtures.provider import OrganismNotTrained
+
+    out, missing = [], []
+    for m in chosen.models:
+        try:
+            out.append((m, chosen.provider.model_records(m)))
+        except (OrganismNotTrained, NotInCache) as e:
+            missing.append(f"{m.id}: {e}")
+    return out, missing
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print every model's verdicts; 1 if a claim fails that the panel did not declare (or a declared
+    deviation did not occur, or does not match what was measured; or an organism did not form);
+    2 on bad input or when something to judge is missing (listed with the command that fills it)."""
+    # Deferred: the judge imports torch (through the probes' head sets); `headwatch judge --help` need not.
+    from headwatch.claims.judge import judge_model, status_word, surprises
+    from headwatch.validation import InputError
+
+    json_path = check_output_file(args.json, "--json") if args.json is not None else None
+    to_stdout = args.json == "-"
+    out = sys.stderr if to_stdout else sys.stdout
+    picked = chosen(args)
+    models, missing = _records(picked)
+
+    result: dict[str, Any] = {"models": {}}
+    unexpected = 0
+    for entry, records in models:
+        if not records:
+            raise InputError(f"no measurement records for {entry.repo}")
+        verdicts = judge_model(records, entry.expect, entry.total_tokens)
+        result["models"][entry.repo] = {claim: v.to_dict() for claim, v in verdicts.items()}
+        print(f"== {entry.repo}" + (f" ({entry.name}, panel {entry.panel})" if entry.panel != NO_PANEL else "")
+              + f": {len(records)} revisions", file=out)
+        for claim, v in verdicts.items():  # formation first where declared, then CLAIMS in order
+            print(f"  {claim:<9} {status_word(v):<27} {v.key:<34} {v.message}", file=out)
+        unexpected += surprises(verdicts)
+    if missing:
+        result["missing"] = missing
+    if to_stdout:
+        json.dump(result, sys.stdout, indent=1, allow_nan=False)
+        sys.stdout.write("\n")
+    elif json_path is not None:
+        write_json_atomic(json_path, result)
+        log.info("wrote %s", json_path)
+    if missing:
+        print(f"not judged, {len(missing)} model(s) missing (nothing was trained or downloaded):", file=sys.stderr)
+        for line in missing:
+            print(f"  {line}", file=sys.stderr)
+        print("to train and download what is missing, then judge: "
+              + shlex.join(["headwatch", "judge", *selection.as_argv(picked.choices), "--train-missing"]),
+              file=sys.stderr)
+        return 2
+    return 1 if unexpected else 0

@@ -1,0 +1,161 @@
+"""Docs that cannot drift from the code, and carry nothing of the machine they were written on.
+
+- docs/reference.md (exit codes, every option, the panel keys) is what tools/gen_reference.py
+  writes from the code now;
+- no tracked Markdown, TOML or JSON file holds a placeholder token (``BENCH-HEADLINE``) or an
+  absolute path of a machine (``/work/...``, ``/root/...``, ``/home/<user>/...``, ``/tmp/...``);
+- every relative link of README.md, docs/ and notes/ resolves inside the repository (to a heading
+  that exists, where it names one), and every repository path docs/ and README.md quote in
+  backticks exists;
+- README.md is a user's page: at most 150 lines.
+
+Each checker is also run on planted text that it must reject.
+"""
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+README_MAX_LINES = 150
+
+#: Upper-case words joined by hyphens: a placeholder left for a number or a name (BENCH-HEADLINE).
+PLACEHOLDER_RE = re.compile(r"\b[A-Z][A-Z0-9]*(?:-[A-Z][A-Z0-9]*)+\b")
+#: Such tokens that are words: the claims' ranges (F1-F5).
+KNOWN_TOKENS_RE = re.compile(r"F\d(?:-F\d)+")
+#: A path that starts at the root of a machine's file system; a path inside another (``a/tmp/x``),
+#: a URL's path and ``~/...`` do not count.
+MACHINE_PATH_RE = re.compile(r"(?<![\w./~$-])/(?:work|root|tmp)/[\w.-]|(?<![\w./~$-])/home/[a-z_][\w-]*/")
+LINK_RE = re.compile(r"\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+#: Backticked text that names a file or folder of this repository.
+REPO_PATH_RE = re.compile(r"`((?:docs|fixtures|probes|claims|headwatch|tests|tools|benchmarks|notes)/[\w./-]*)`")
+
+
+def _load_generator():
+    spec = importlib.util.spec_from_file_location("gen_reference", ROOT / "tools" / "gen_reference.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def tracked(*patterns: str) -> list[Path]:
+    """The files git tracks here (and the new ones it does not ignore) matching ``patterns``."""
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("needs a git checkout of headwatch (git ls-files): not one here")
+    out = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "--", *patterns],
+                         cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    return [ROOT / line for line in out.splitlines() if (ROOT / line).is_file()]
+
+
+# ---- the checkers -------------------------------------------------------------------------------
+
+
+def placeholders(text: str) -> list[str]:
+    return [m.group(0) for m in PLACEHOLDER_RE.finditer(text) if not KNOWN_TOKENS_RE.fullmatch(m.group(0))]
+
+
+def machine_paths(text: str) -> list[str]:
+    """Each machine path, with a little of the line around it."""
+    return [line[max(m.start() - 40, 0):m.end() + 40].strip() for line in text.splitlines()
+            for m in MACHINE_PATH_RE.finditer(line)]
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def anchors(markdown: str) -> set[str]:
+    return {slug(m.group(1)) for m in re.finditer(r"^#+\s+(.*)$", markdown, re.MULTILINE)}
+
+
+def broken_links(path: Path, text: str, root: Path = ROOT) -> list[str]:
+    """Relative links of ``path`` that leave ``root``, name nothing, or name a missing heading."""
+    out = []
+    for target in LINK_RE.findall(re.sub(r"```.*?```", "", text, flags=re.DOTALL)):
+        if re.match(r"[a-z][a-z+.-]*:", target):  # https:, mailto:
+            continue
+        file_part, _, anchor = target.partition("#")
+        dest = (path.parent / file_part).resolve() if file_part else path
+        if not dest.is_relative_to(root.resolve()) or not dest.exists():
+            out.append(f"{target}: no such file in the repository")
+        elif anchor and dest.suffix == ".md" and anchor not in anchors(dest.read_text()):
+            out.append(f"{target}: no heading with that anchor in {dest.name}")
+    return out
+
+
+def missing_repo_paths(text: str, root: Path = ROOT) -> list[str]:
+    """Repository paths quoted in backticks that do not exist (patterns and placeholders aside)."""
+    return [p for p in REPO_PATH_RE.findall(text) if not (root / p.rstrip("/")).exists()]
+
+
+# ---- the repository -----------------------------------------------------------------------------
+
+
+def test_reference_page_is_what_the_code_says():
+    gen = _load_generator()
+    page = ROOT / "docs" / "reference.md"
+    assert page.exists(), f"docs/reference.md is missing: run `{gen.COMMAND}`"
+    assert page.read_text() == gen.render(), (
+        f"docs/reference.md differs from what the code says (options, exit codes or panel keys changed): "
+        f"run `{gen.COMMAND}` and commit the page")
+
+
+def test_no_placeholder_tokens():
+    found = {str(p.relative_to(ROOT)): hits for p in tracked("*.md", "*.toml", "*.json")
+             if (hits := placeholders(p.read_text(errors="replace")))}
+    assert not found, f"placeholder tokens (put the measured number or name in their place): {found}"
+
+
+def test_no_machine_paths():
+    found = {str(p.relative_to(ROOT)): f"{len(hits)}: {hits[:3]}" for p in tracked("*.md", "*.toml", "*.json")
+             if (hits := machine_paths(p.read_text(errors="replace")))}
+    assert not found, f"absolute paths of a machine (write them relative to the repository): {found}"
+
+
+def test_relative_links_resolve():
+    found = {str(p.relative_to(ROOT)): bad for p in tracked("README.md", "docs/*.md", "notes/*.md")
+             if (bad := broken_links(p, p.read_text()))}
+    assert not found, f"links that lead nowhere: {found}"
+
+
+def test_quoted_repository_paths_exist():
+    found = {str(p.relative_to(ROOT)): bad for p in tracked("README.md", "docs/*.md")
+             if (bad := missing_repo_paths(p.read_text()))}
+    assert not found, f"files or folders the docs name that the repository does not have: {found}"
+
+
+def test_readme_is_a_users_page():
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= README_MAX_LINES, (
+        f"README.md has {len(lines)} lines, more than {README_MAX_LINES}: move details to docs/")
+
+
+# ---- negative controls: each checker rejects planted text ---------------------------------------
+
+
+def test_checkers_reject_planted_text(tmp_path):
+    assert placeholders("Here (2 cores) BENCH-HEADLINE.") == ["BENCH-HEADLINE"]
+    assert placeholders("F1-F5 hold; AVX-512, UTF-8 and X-Repo-Commit are words") == []
+    assert machine_paths("cache at /work/cache/organisms") and machine_paths("wrote /tmp/hw-x/o.json")
+    assert machine_paths("see /home/alice/runs/") and machine_paths("(`/root/.cache`)")
+    assert machine_paths("--cache-dir /shared/hw, ~/tmp/x, docs/tmp/x, https://h.org/work/x") == []
+
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("# A title (here)\n")
+    page = tmp_path / "README.md"
+    text = "[ok](docs/a.md) [ok](docs/a.md#a-title-here) [web](https://x.org/y) [gone](docs/b.md) " \
+           "[out](../elsewhere.md) [anchor](docs/a.md#nope)"
+    assert broken_links(page, text, tmp_path) == [
+        "docs/b.md: no such file in the repository",
+        "../elsewhere.md: no such file in the repository",
+        "docs/a.md#nope: no heading with that anchor in a.md",
+    ]
+    assert missing_repo_paths("`docs/a.md`, `docs/b.md`, `fixtures/panels/<name>.toml`", tmp_path) == ["docs/b.md"]
