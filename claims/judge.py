@@ -254,9 +254,8 @@ def _bracket_txt(m: T.Milestone) -> str:
 
 
 def _milestone_txt(name: str, m: T.Milestone) -> str:
-    if m.censored:
-        last = m.before
-        return (f"{name} not reached by the last revision {last.revision if last else '?'}: right-censored, "
+    if m.censored:  # then ``before`` is the last revision
+        return (f"{name} not reached by the last revision {m.before.revision}: right-censored, "  # type: ignore[union-attr]
                 f"in {_bracket_txt(m)}")
     return f"{name} at {m.revision}, in {_bracket_txt(m)}"
 
