@@ -231,11 +231,12 @@ def series_shape(values: Sequence[float], step_share: float = SPEC.step_share) -
 
 
 def _as_float(x: Fraction) -> float:
-    """A rational as the nearest float, infinity beyond float's range (a rise over a subnormal total)."""
+    """A positive rational as the nearest float, infinity beyond float's range (a rise over a
+    subnormal total; the share is never negative: a positive total has a positive largest rise)."""
     try:
         return float(x)
     except OverflowError:
-        return float("inf") if x > 0 else float("-inf")
+        return float("inf")
 
 
 def bos_shape(

@@ -84,6 +84,9 @@ def test_series_shape_examples():
     assert step.shape == "step" and step.rise_at == 2 and step.largest_rise == pytest.approx(0.63)
     assert T.series_shape([0.0, 0.5, 1.0]).shape == "step"  # exactly 50% of the rise counts as a step
     assert T.series_shape([0.3, 0.3, 0.3]).shape == "flat"
+    # a rise over a subnormal total: the share is beyond float's range and reads as infinity
+    huge = T.series_shape([0.0, 1e300, 5e-324])
+    assert huge.shape == "step" and huge.share == float("inf") and huge.total_rise == 5e-324
     assert T.series_shape([0.5, 0.2]).shape == "flat"
     assert T.series_shape([0.4]).shape == "flat"
 
@@ -377,6 +380,14 @@ def test_exact_tests_need_both_counts():
     w = T.AblationVerdict(baseline_top1=0.05, circuit_top1=0.0025, random_top1=0.01, circuit_heads=(A,),
                           random_heads=(B,), max_share=0.25, circuit_count=count)
     assert w.p_vs_random is None and w.p_vs_baseline is None and not w.holds
+
+
+def test_below_random_needs_a_random_control():
+    """No matched-random ablation: the circuit is not below a control that does not exist (and no
+    comparison with None is attempted)."""
+    v = T.AblationVerdict(baseline_top1=0.05, circuit_top1=0.0025, random_top1=None, circuit_heads=(A,),
+                          random_heads=(), max_share=0.25)
+    assert v.below_random is False and not v.beats_random and not v.holds
 
 
 def test_ablation_verdict_needs_the_circuit_ablation():
