@@ -274,6 +274,16 @@ def test_causal_counts_in_details():
     assert d.counts_reconstructed is False and d.alpha == 0.05 and d.max_share == 0.25
 
 
+
+def test_causal_top1_intervals_in_details():
+    """The record's top-1 intervals, by name; an ablation without one (matched random here) is left out."""
+    recs = healthy()
+    recs[-1].intervals = RecordIntervals(level=0.95, methods={"top1": "clopper-pearson"}, task_top1=(0.04123, 0.06017),
+                                         ablation_top1={"induction_circuit": (0.00101, 0.00412)})
+    d = judge_causal(recs).details
+    assert d.top1_intervals == {"baseline": (0.04123, 0.06017), "circuit": (0.00101, 0.00412)}
+    assert judge_causal(healthy()).details.top1_intervals == {}
+
 # ---- formation ----------------------------------------------------------------------------------
 
 
