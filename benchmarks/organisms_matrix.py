@@ -9,14 +9,16 @@ that path (``numerics.NAMED_PATHS``: "native" is this machine's own; "avx2" and 
 other x86 machines compute; set with ``HEADWATCH_TRAIN_NUMERICS=native``), then probes every
 checkpoint under the organism's probe settings. Per cell it records what issue 11 asks: induction
 heads (selectivity >= 50) at the final checkpoint, none at step 0, the first checkpoint with >= 3
-(strictly inside the run), final top-1 against chance, and the BOS heads. Results go to
-``OUT/cells/*.json`` (one per cell, written atomically), ``OUT/matrix.json`` and ``OUT/matrix.md``;
-checkpoints to ``OUT/cache/<path>``. A rerun skips finished cells and resumes unfinished training.
+(strictly inside the run), final top-1 against chance, and the BOS heads. Each checkpoint is measured
+in its training process as it is saved (headwatch.fixtures.trainloop), into ``OUT/measurements``; a
+checkpoint without a record there (training resumed past it) is loaded and measured afterwards.
+Results go to ``OUT/cells/*.json`` (one per cell, written atomically), ``OUT/matrix.json`` and
+``OUT/matrix.md``; checkpoints to ``OUT/cache/<path>``. A rerun skips finished cells and resumes
+unfinished training.
 """
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import logging
 import os
@@ -26,8 +28,10 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from headwatch.fixtures.organisms import FAMILIES, ORGANISMS, numerics  # noqa: E402
+from headwatch.fixtures.panels import organism_panel_model  # noqa: E402
 from headwatch.fixtures.organisms.runner import TrainingJob, train_in_subprocesses  # noqa: E402
 from headwatch.fixtures.organisms.train import missing_revisions, read_checkpoint_meta, repo_id  # noqa: E402
+from headwatch.fixtures.provider import Provider, ProviderOptions  # noqa: E402
 from headwatch.probes.record import write_json_atomic  # noqa: E402
 from headwatch.spec import SPEC  # noqa: E402
 
@@ -45,24 +49,19 @@ def seeds(text: str) -> list[int]:
     return out
 
 
-def probe_cell(family: str, seed: int, cache: Path) -> dict:
-    """Probe every checkpoint of one trained organism; the per-checkpoint rows and the cell's verdict."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    from headwatch.probes.measure import measure
+def probe_cell(family: str, seed: int, cache: Path, measurements: Path) -> dict:
+    """Every checkpoint's record of one trained organism (from the measurement cache, where training
+    wrote it; measured now where it is missing); the per-checkpoint rows and the cell's verdict."""
     from headwatch.probes.selectivity import bos_fraction, bos_heads, induction_circuit
 
     org = ORGANISMS[family]
     repo = repo_id(family, seed)
     rows = []
     revisions = org.revisions()
-    for rev in revisions:
-        model = AutoModelForCausalLM.from_pretrained(repo, revision=rev, cache_dir=cache, use_safetensors=True,
-                                                     dtype=torch.float32)
+    provider = Provider(ProviderOptions(cache_dir=measurements, progress=False))
+    for rec in provider.model_records(organism_panel_model(family, seed, cache)):
+        rev = rec.revision
         final = rev == revisions[-1]
-        rec = measure(model, dataclasses.replace(org.probe, ablation=final), model_name=repo, revision=rev,
-                      tokens_seen=org.tokens_seen(rev), progress=False)
         table = rec.all_head_selectivity
         heads = sorted(induction_circuit(table, SPEC.induction))
         bos = sorted(bos_heads(table, SPEC.bos))
@@ -129,15 +128,18 @@ def main(argv: list[str] | None = None) -> int:
         numerics.path_environ(path)  # unknown names fail before anything runs
     todo = [c for c in plan if not (out / "cells" / f"{c[0]}-s{c[1]}-{c[2]}.json").is_file()]
     log.info("%d cells, %d to do", len(plan), len(todo))
-    jobs = [TrainingJob(f, s, out / "cache" / path, environ=numerics.path_environ(path)) for f, s, path in todo
-            if missing_revisions(ORGANISMS[f].recipe, s, out / "cache" / path)]
+    measurements = out / "measurements"
+    jobs = [TrainingJob(f, s, out / "cache" / path, environ=numerics.path_environ(path),
+                        measure=Provider(ProviderOptions(cache_dir=measurements)).measure_plan(
+                            organism_panel_model(f, s, out / "cache" / path)))
+            for f, s, path in todo if missing_revisions(ORGANISMS[f].recipe, s, out / "cache" / path)]
     t0 = time.perf_counter()
     if jobs:
         train_in_subprocesses(jobs, parallel=args.parallel)
     log.info("training done in %.0f s", time.perf_counter() - t0)
     for family, seed, path in todo:
         cell = {"family": family, "seed": seed, "path": path,
-                **probe_cell(family, seed, out / "cache" / path)}
+                **probe_cell(family, seed, out / "cache" / path, measurements)}
         write_json_atomic(out / "cells" / f"{family}-s{seed}-{path}.json", cell)
         log.info("%s seed %d on %s: %s", family, seed, path, cell["verdict"])
     cells = [json.loads((out / "cells" / f"{f}-s{s}-{path}.json").read_text()) for f, s, path in plan]

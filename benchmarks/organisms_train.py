@@ -6,15 +6,15 @@
 Trains into a fresh temporary cache unless --cache-dir is given (an existing complete organism there
 is not retrained, and its recorded training time is reported instead). Prints one row per family:
 training seconds, steps, seconds per step and the machine's load average before and after (the CPU
-is often shared, which inflates the time). With --probe, every checkpoint is measured with
-``probes.measure`` under the organism's probe settings and a per-checkpoint trajectory is printed:
-tokens seen, induction heads (selectivity >= 50), best induction selectivity, top-1 on the target,
-BOS fraction and BOS heads in layers 0-1.
+is often shared, which inflates the time). With --probe, every checkpoint is measured in the
+training process as it is saved (headwatch.fixtures.trainloop, as the suite's first run does), into
+``--measure-dir`` (default: a folder beside the cache), the probe's seconds and share of the run are
+printed, and a per-checkpoint trajectory: tokens seen, induction heads (selectivity >= 50), best
+induction selectivity, top-1 on the target, BOS fraction and BOS heads in layers 0-1.
 """
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import tempfile
@@ -26,7 +26,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from headwatch.fixtures.hubcache import repo_folder
 from headwatch.fixtures.organisms import FAMILIES, ORGANISMS, TRAIN_THREADS, ensure_trained
+from headwatch.fixtures.panels import organism_panel_model
 from headwatch.fixtures.organisms.train import TrainLog, state_folder
+from headwatch.fixtures.provider import Provider, ProviderOptions
 
 
 def load_average() -> str:
@@ -37,23 +39,16 @@ def folder_mb(path: Path) -> float:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 1e6
 
 
-def probe_trajectory(family: str, repo: str, cache_dir: Path) -> list[dict]:
-    """Measure every checkpoint; one summary row per revision."""
-    from transformers import AutoModelForCausalLM
-
-    from headwatch.probes.measure import measure
+def probe_trajectory(provider: Provider, family: str, seed: int, cache_dir: Path) -> list[dict]:
+    """Every checkpoint's record (written in training; measured now where missing); one summary row each."""
     from headwatch.probes.selectivity import bos_fraction, bos_heads, induction_circuit
 
     org = ORGANISMS[family]
     rows = []
-    for rev in org.revisions():
-        model = AutoModelForCausalLM.from_pretrained(
-            repo, revision=rev, cache_dir=cache_dir, use_safetensors=True, attn_implementation="eager"
-        )
+    for rec in provider.model_records(organism_panel_model(family, seed, cache_dir)):
+        rev = rec.revision
         final = rev == org.revisions()[-1]
-        settings = dataclasses.replace(org.probe, ablation=final)
-        rec = measure(model, settings, model_name=repo, revision=rev,
-                      tokens_seen=org.tokens_seen(rev), progress=False)
+        settings = rec.settings
         table = rec.all_head_selectivity
         ind = sorted(induction_circuit(table, settings.induction_threshold))
         bos = sorted(bos_heads(table, settings.bos_threshold))
@@ -108,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=TRAIN_THREADS,
                    help="torch threads for --time-steps only; real training is always one thread on the pinned "
                         "numeric path (docs/numerics.md)")
-    p.add_argument("--probe", action="store_true", help="probe every checkpoint after training")
+    p.add_argument("--probe", action="store_true", help="measure every checkpoint in training (and print the trajectory)")
+    p.add_argument("--measure-dir", default=None, help="measurement cache for --probe (default: <cache-dir>-measurements)")
     p.add_argument("--json", default=None, help="write all numbers to this JSON file")
     p.add_argument("--time-steps", type=int, default=0, metavar="N",
                    help="only time N training steps per family and extrapolate to the full run")
@@ -125,30 +121,36 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     cache_dir = Path(args.cache_dir or tempfile.mkdtemp(prefix="headwatch-organisms-"))
     families = FAMILIES if args.family == "all" else (args.family,)
+    provider = Provider(ProviderOptions(cache_dir=Path(args.measure_dir or f"{cache_dir}-measurements"), progress=False))
     results = {}
     for family in families:
         before = load_average()
         t0 = time.perf_counter()
-        repo = ensure_trained(family, args.seed, cache_dir)
+        plan = provider.measure_plan(organism_panel_model(family, args.seed, cache_dir)) if args.probe else None
+        repo = ensure_trained(family, args.seed, cache_dir, measure=plan)
         wall = time.perf_counter() - t0
         log = TrainLog.load(state_folder(cache_dir, family, args.seed) / "log.json")
         results[family] = {
             "repo": repo, "steps": log.step, "train_seconds": round(log.train_seconds, 1),
+            "probe_seconds": round(log.probe_seconds, 1),
             "wall_seconds_this_call": round(wall, 1), "threads": log.threads,
             "load_before": before, "load_after": load_average(),
             "checkpoints": log.checkpoints,
             "cache_mb": round(folder_mb(repo_folder(cache_dir, repo)), 1),
         }
+        share = log.probe_seconds / (log.train_seconds + log.probe_seconds) if log.probe_seconds else 0.0
         print(f"{family}: {log.step} steps, {log.train_seconds:.0f} s training "
-              f"({1000 * log.train_seconds / max(log.step, 1):.0f} ms/step), load {before} -> {load_average()}",
+              f"({1000 * log.train_seconds / max(log.step, 1):.0f} ms/step), {log.probe_seconds:.0f} s measuring "
+              f"{len(log.checkpoints)} checkpoints in training ({100 * share:.1f}%), load {before} -> {load_average()}",
               flush=True)
         if args.probe:
-            results[family]["trajectory"] = probe_trajectory(family, repo, cache_dir)
+            results[family]["trajectory"] = probe_trajectory(provider, family, args.seed, cache_dir)
     print()
-    print(f"{'family':8} {'steps':>6} {'train s':>8} {'ms/step':>8} {'threads':>7} {'MB':>6}  load (1/5/15 min) before -> after")
+    print(f"{'family':8} {'steps':>6} {'train s':>8} {'ms/step':>8} {'probe s':>8} {'threads':>7} {'MB':>6}  "
+          "load (1/5/15 min) before -> after")
     for family, r in results.items():
         print(f"{family:8} {r['steps']:>6} {r['train_seconds']:>8.0f} {1000 * r['train_seconds'] / max(r['steps'], 1):>8.0f} "
-              f"{r['threads']:>7} {r['cache_mb']:>6.1f}  {r['load_before']} -> {r['load_after']}")
+              f"{r['probe_seconds']:>8.0f} {r['threads']:>7} {r['cache_mb']:>6.1f}  {r['load_before']} -> {r['load_after']}")
     total = folder_mb(cache_dir)
     print(f"whole cache {cache_dir}: {total:.1f} MB")
     if args.json:

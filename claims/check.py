@@ -105,3 +105,29 @@ def report(record_property: Any, name: str, value: Any) -> None:
     value = plain(value)
     record_property(name, value)
     print(f"{name}: {value}")
+
+
+# ---- populations (issue 24): a claim over a population's reference members -------------------------
+
+
+def check_population_claim(request: pytest.FixtureRequest, label: str, verdict: Any) -> None:
+    """A :class:`headwatch.claims.population.PopulationClaim` as a test outcome, by the same table.
+
+    Skips say why (consistent, not established; not applicable; not judged: no member formed).
+    Declared deviations are the members' own: when every counted member's panel declares the claim
+    a deviation, the population's failure xfails strictly if every failing member failed as
+    declared, fails otherwise, and a population where it did not fail XPASSes (strict).
+    """
+    claim = verdict.claim
+    outcome = PYTEST_OUTCOME[verdict.status]
+    if outcome == "skip":
+        words = verdict.status.words
+        pytest.skip(f"{words}: {claim} over population {label}: {verdict.message}")
+    if verdict.every_member_declares:
+        if verdict.status is Status.FAILS and not verdict.all_failures_declared:
+            pytest.fail(f"{claim} fails over population {label}, but not as its members declare: failing "
+                        f"{', '.join(verdict.fails)}, as declared {', '.join(verdict.declared) or 'none'}; "
+                        f"{verdict.message}", pytrace=False)
+        request.applymarker(pytest.mark.xfail(
+            strict=True, reason=f"the members of {label} declare {claim} a known deviation; measured: {verdict.message}"))
+    assert outcome == "pass", f"{claim} fails over population {label}: {verdict.message}"

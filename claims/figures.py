@@ -332,3 +332,77 @@ def model_figures(records: Sequence[MeasurementRecord], verdicts: Mapping[str, V
         Figure("ablation", "Ablation", "Top-1 for the induction target b with heads zeroed. Matched random: "
                f"{random_note or 'n/a'}.", ablation_figure(verdicts, model)),
     ]
+
+
+# ---- populations (issue 24): every member's trajectory on one figure per quantity -----------------
+
+#: Reference members are drawn in muted colours, candidates thick and red (highlighted).
+CANDIDATE_COLOR = "#d62728"
+
+
+def _member_style(i: int, n: int, candidate: bool) -> dict[str, Any]:
+    if candidate:
+        return {"color": CANDIDATE_COLOR, "lw": 2.6, "ms": 5, "zorder": 3}
+    shade = 0.25 + 0.5 * (i / max(n - 1, 1))  # reference members: greys to blue-greys, told apart by shade
+    return {"color": (shade * 0.6, shade * 0.7, min(1.0, shade * 1.1)), "lw": 1.2, "ms": 3, "alpha": 0.9, "zorder": 2}
+
+
+def population_trajectory_figure(quantity: str, records: Mapping[str, Sequence[MeasurementRecord]],
+                                 candidates: Sequence[str] = (), title: str = "") -> bytes:
+    """One line per member of ``quantity`` against tokens seen (log): ``"induction"`` (heads >= 50x)
+    or ``"bos"`` (BOS fraction, %). Candidates (member ids in ``candidates``) are highlighted."""
+    if quantity not in ("induction", "bos"):
+        raise ValueError(f"quantity must be 'induction' or 'bos', got {quantity!r}")
+    fig = MplFigure(figsize=(6.2, 3.6))
+    ax = fig.add_subplot()
+    all_x: list[float] = []
+    zero = False
+    ref_ids = [m for m in records if m not in candidates]
+    for mid, recs in records.items():
+        recs = T.by_tokens(recs)
+        xs = _x([r.tokens_seen for r in recs])  # type: ignore[misc]
+        zero = zero or _has_zero(recs)
+        all_x += list(xs)
+        if quantity == "induction":
+            ys = [len(induction_circuit(r.all_head_selectivity, SPEC.induction)) for r in recs]
+        else:
+            ys = list(np.array(T.bos_fraction_series(recs)) * 100)
+        cand = mid in candidates
+        style = _member_style(ref_ids.index(mid) if not cand else 0, len(ref_ids), cand)
+        if quantity == "induction":
+            ax.step(xs, ys, where="post", label=mid + (" (candidate)" if cand else ""), **{k: v for k, v in style.items() if k != "ms"})
+            ax.plot(xs, ys, "o", color=style["color"], ms=style["ms"], zorder=style["zorder"])
+        else:
+            ax.plot(xs, ys, "o-", label=mid + (" (candidate)" if cand else ""), **style)
+    if not all_x:
+        return _message_figure("no member has measurements")
+    _token_axis(ax, np.asarray(all_x), zero)
+    if quantity == "induction":
+        ax.axhline(SPEC.induction_min_heads, color="gray", lw=0.8, ls=":")
+        ax.set_ylabel(f"induction heads (>= {SPEC.induction:g}x)")
+        ax.set_ylim(bottom=0)
+    else:
+        ax.axhline(100 * SPEC.bos_level, color="gray", lw=0.8, ls=":")
+        ax.set_ylabel("BOS heads (% of all heads)")
+        ax.set_ylim(0, 100)
+    ax.legend(loc="upper left", fontsize=7, frameon=False, ncol=2 if len(records) > 6 else 1)
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def population_figures(name: str, records: Mapping[str, Sequence[MeasurementRecord]],
+                       candidates: Sequence[str] = ()) -> list[Figure]:
+    """A population's two trajectory figures: induction heads and BOS fraction, every member on each."""
+    n_ref = len([m for m in records if m not in candidates])
+    who = f"{n_ref} reference members" + (f", candidates in red ({', '.join(candidates)})" if candidates else "")
+    return [
+        Figure("population_induction", f"{name}: induction heads per member",
+               f"Heads at induction selectivity >= {SPEC.induction:g}x against tokens seen, one line per member ({who}); "
+               f"the dotted line is t_induction's {SPEC.induction_min_heads} heads.",
+               population_trajectory_figure("induction", records, candidates, f"{name}: induction heads")),
+        Figure("population_bos", f"{name}: BOS fraction per member",
+               f"Share of heads with first-token selectivity >= {SPEC.bos:g}x against tokens seen, one line per member "
+               f"({who}); the dotted line is t_bos50's {100 * SPEC.bos_level:g}%.",
+               population_trajectory_figure("bos", records, candidates, f"{name}: BOS fraction")),
+    ]

@@ -27,7 +27,9 @@ from headwatch.fixtures.provider import Provider
 
 from .check import PYTEST_OUTCOME
 from .figures import model_figures
-from .report_data import FAILS, HOLDS, MISMATCH, VACUOUS, XFAIL, XPASS, model_report, verdict_cell
+from .report_data import (
+    FAILS, HOLDS, MISMATCH, VACUOUS, XFAIL, XPASS, model_report, population_parts, verdict_cell,
+)
 from .report_render import fragment
 
 _CLAIM_MODULE = re.compile(r"(?:^|/)test_(f[1-5]|causal|formation)(?:_[^/]*)?\.py$")
@@ -147,7 +149,9 @@ class HeadwatchReport:
                 if model == r.id:
                     tests[(claim, model)] = tests_line(counts)
                     mismatches[(claim, model)] = disagrees(verdict_cell(claim, r).status, counts)
-        return fragment(reports, figures, env, tests, mismatches, tests_line(self.controls) or None, errors)
+        pops, pop_figs = population_parts(self.selected_models(env), reports, errors)
+        return fragment(reports, figures, env, tests, mismatches, tests_line(self.controls) or None, errors,
+                        populations=pops, population_figs=pop_figs)
 
     def selected_models(self, env: dict[str, Any]) -> list[Any]:
         """The session's selected PanelModels, with the revisions the run used.

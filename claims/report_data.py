@@ -12,12 +12,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from headwatch.fixtures.panels import PanelModel
+from headwatch.fixtures.panels import PanelModel, populations
 from headwatch.fixtures.provider import Provider
 from headwatch.probes.record import MeasurementRecord
 from headwatch.spec import CLAIMS, FORMATION
 
+from .figures import Figure, population_figures
 from .judge import judge_model
+from .population import PopulationReport, member_from_verdicts, population_report
 from .sensitivity import SensitivityGrid, sensitivity_grid
 from .verdict import WORDS, DeclaredOutcome, Status, Verdict, check_deviation, declared_outcome
 
@@ -127,3 +129,36 @@ def summary_rows(reports: Sequence[ModelReport]) -> list[dict[str, Any]]:
                 "revisions": len(r.records), "missing_revisions": " ".join(r.missing), "message": c.message,
             })
     return rows
+
+
+# ---- populations (issue 24) -------------------------------------------------------------------------
+
+
+def population_reports(models: Sequence[PanelModel], reports: Sequence[ModelReport]) -> list[PopulationReport]:
+    """Each population among ``models``, judged from the models' reports (their verdicts reused, nothing
+    judged twice). Members without records are left out; a population without a reference member
+    that has records is not reported."""
+    by_id = {r.id: r for r in reports}
+    out = []
+    for pop in populations(models):
+        have = [m for m in pop.members if m.id in by_id and by_id[m.id].records and by_id[m.id].verdicts]
+        if any(not m.member.is_candidate for m in have):  # type: ignore[union-attr]
+            members = [member_from_verdicts(m, by_id[m.id].records, by_id[m.id].verdicts) for m in have]
+            out.append(population_report(pop.id, members))
+    return out
+
+
+def population_parts(models: Sequence[PanelModel], reports: Sequence[ModelReport], errors: list[str]
+                     ) -> tuple[list[PopulationReport], dict[str, list[Figure]]]:
+    """The populations among ``models`` and their figures, for the report (a figure that fails to draw
+    is appended to ``errors``; the report is written anyway)."""
+    pops = population_reports(models, reports)
+    by_id = {r.id: r for r in reports}
+    figs: dict[str, list[Figure]] = {}
+    for p in pops:
+        try:
+            figs[p.name] = population_figures(p.name, {m.id: by_id[m.id].records for m in p.members},
+                                              [m.id for m in p.candidates])
+        except Exception as e:  # a report without a figure beats no report
+            errors.append(f"figures of population {p.name} failed: {type(e).__name__}: {e}")
+    return pops, figs

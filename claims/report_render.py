@@ -22,6 +22,7 @@ from headwatch.probes.selectivity import bos_fraction
 from headwatch.spec import SPEC
 
 from .figures import Figure
+from .population import QUANTITY_WORDS, PopulationReport
 from .report_data import (
     CELL_LABEL, CLAIM_TITLES, CONSISTENT, FAILS, HOLDS, MISMATCH, MISSING, NA, NOT_ESTABLISHED, NOT_JUDGED, VACUOUS, XFAIL,
     XPASS, ModelReport, rows_of, verdict_cell,
@@ -228,9 +229,12 @@ def environment_table(env: Mapping[str, Any], reports: Sequence[ModelReport]) ->
 def fragment(reports: Sequence[ModelReport], figures: Mapping[str, Sequence[Figure]], env: Mapping[str, Any],
              tests: Mapping[tuple[str, str], str] | None = None,
              mismatches: Mapping[tuple[str, str], bool] | None = None, controls: str | None = None,
-             errors: Sequence[str] = (), test_list: bool = True) -> str:
-    """The whole headwatch part of a report, one ``div#headwatch``."""
-    nav = " ".join(f'<a href="#hw-model-{escape(r.id, quote=True)}">{escape(r.id)}</a>' for r in reports)
+             errors: Sequence[str] = (), test_list: bool = True, populations: Sequence[PopulationReport] = (),
+             population_figs: Mapping[str, Sequence[Figure]] | None = None) -> str:
+    """The whole headwatch part of a report, one ``div#headwatch`` (populations after the verdict table)."""
+    nav = " ".join([f'<a href="#hw-population-{escape(p.name, quote=True)}">population {escape(p.name)}</a>'
+                    for p in populations] + [f'<a href="#hw-model-{escape(r.id, quote=True)}">{escape(r.id)}</a>'
+                                             for r in reports])
     legend = ("Each cell: the judge's verdict (claims/judge.py, the one the claim tests assert), the claim's key number "
               "with its interval where there is one, and the outcome of the claim's tests for that model. Hover a cell "
               "for the judge's full message. The verdict vocabulary (README): "
@@ -248,6 +252,7 @@ def fragment(reports: Sequence[ModelReport], figures: Mapping[str, Sequence[Figu
     if controls:
         parts.append(f"<p>Negative controls (planted trajectories each claim must reject): {escape(controls)}.</p>")
     parts += [f'<div class="error">{escape(e)}</div>' for e in errors]
+    parts += [population_section(p, (population_figs or {}).get(p.name, ())) for p in populations]
     parts += [model_section(r, figures.get(r.id, ())) for r in reports]
     parts += ['<h2 id="hw-environment">Run environment</h2>', environment_table(env, reports), "</div>"]
     return "\n".join(parts)
@@ -257,3 +262,87 @@ def standalone_page(title: str, body: str) -> str:
     """A complete HTML page around :func:`fragment` (``headwatch report``)."""
     return (f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{escape(title)}</title></head>'
             f'<body style="font-family: Helvetica, Arial, sans-serif"><h1>{escape(title)}</h1>{body}</body></html>')
+
+
+# ---- populations (issue 24): member x claim grid, the spread of each quantity, candidates --------------
+
+
+def _pop_cell(status: Status, key: str, message: str, claim: str, member: str) -> str:
+    word = _OF_STATUS_WORD[status]
+    bg, fg = STATUS_STYLE[word]
+    return (f'<td class="cell" data-member="{escape(member, quote=True)}" data-claim="{escape(claim, quote=True)}" '
+            f'data-status="{escape(word, quote=True)}" style="background:{bg}" title="{escape(message, quote=True)}">'
+            f'<span class="st" style="color:{fg}">{escape(STATUS_LABEL[word])}</span>'
+            f'<span class="key">{escape(key) or "&nbsp;"}</span></td>')
+
+
+#: A population cell's status -> the verdict table's status word (and so its colours).
+_OF_STATUS_WORD = {Status.HOLDS: HOLDS, Status.HOLDS_VACUOUSLY: VACUOUS, Status.CONSISTENT_NOT_ESTABLISHED: CONSISTENT,
+                   Status.FAILS: FAILS, Status.NOT_APPLICABLE: NA, Status.NOT_JUDGED: NOT_JUDGED}
+
+
+def population_grid(report: PopulationReport) -> str:
+    """Members as rows (reference first, candidates marked), claims as columns; the last row is the
+    claim over the reference members (k of n with its exact interval)."""
+    claims = list(report.claims)
+    head = "".join(f"<th>{escape(CLAIM_TITLES.get(c, c))}</th>" for c in claims)
+    rows = []
+    for m in report.reference + report.candidates:
+        tag = " <span style='color:#d62728;font-weight:bold'>candidate</span>" if m.role == "candidate" else ""
+        cells = "".join(_pop_cell(m.verdicts[c].status, m.verdicts[c].key, m.verdicts[c].message, c, m.id)
+                        if c in m.verdicts else "<td></td>" for c in claims)
+        rows.append(f"<tr><th class='nowrap'>{escape(m.id)}{tag}</th>{cells}</tr>")
+    pop = "".join(_pop_cell(pc.status, pc.key, pc.message, c, "population") for c, pc in report.claims.items())
+    rows.append(f"<tr><th>over the {len(report.reference)} reference members (k/n, "
+                f"{100 * SPEC.interval_level:g}% exact interval)</th>{pop}</tr>")
+    return (f'<table class="hw" data-population="{escape(report.name, quote=True)}"><tr><th>member</th>{head}</tr>'
+            + "".join(rows) + "</table>")
+
+
+def population_spread_table(report: PopulationReport) -> str:
+    """Each quantity: median and range over the reference members, leave-one-out, every member's value."""
+    members = report.reference + report.candidates
+    head = "".join(f"<th>{escape(m.id)}{' (candidate)' if m.role == 'candidate' else ''}</th>" for m in members)
+    rows = []
+    for q, sp in report.spreads.items():
+        vals = "".join(f"<td class='nowrap'>{escape(m.quantities[q].text(q)) if m.judged else 'not judged'}</td>"
+                       for m in members)
+        rows.append(f"<tr><th>{escape(QUANTITY_WORDS[q])}</th><td>{escape(sp.text())}</td>"
+                    f"<td>{escape(report.loo[q].text())}</td>{vals}</tr>")
+    return ("<h3>Each quantity over the reference members (value on the revision grid: (last revision before, first "
+            "at]; a milestone not reached by the final revision is a bound)</h3>"
+            f"<table class='hw'><tr><th>quantity</th><th>reference members</th><th>leave-one-out</th>{head}</tr>"
+            + "".join(rows) + "</table>")
+
+
+def population_candidates(report: PopulationReport) -> str:
+    """Each candidate's place among the reference members, in words."""
+    if not report.placements:
+        return ""
+    rows = []
+    for cid, placements in report.placements.items():
+        for q, p in placements.items():
+            word = _OF_STATUS_WORD[p.status]
+            label = "OUTLIER" if p.outlier else STATUS_LABEL[word] if p.status is not Status.HOLDS else "within"
+            rows.append(f"<tr><td class='nowrap'>{escape(cid)}</td><td>{escape(q)}</td>"
+                        f"<td style='color:{STATUS_STYLE[word][1]};font-weight:bold'>{escape(label)}</td>"
+                        f"<td class='msg'>{escape(p.message)}</td></tr>")
+    return ("<h3>Candidates against the reference members</h3><table class='hw' data-candidates='1'><tr><th>candidate"
+            "</th><th>quantity</th><th>place</th><th>in words</th></tr>" + "".join(rows) + "</table>")
+
+
+def population_section(report: PopulationReport, figures: Sequence[Figure]) -> str:
+    """One population: the member x claim grid, the quantities' spread, the candidates, the figures."""
+    name = escape(report.name, quote=True)
+    parts = [f'<h2 id="hw-population-{name}">Population {escape(report.name)} '
+             f'<span style="font-weight:normal;color:#666">({len(report.reference)} reference member(s), '
+             f'{len(report.candidates)} candidate(s))</span></h2>',
+             "<p>Each member judged alone (as in the table above), then each claim over the reference members: it "
+             f"holds when the exact interval of the share where it holds lies at or above {SPEC.population_min_rate:g}, "
+             f"fails when it fails in more than {1 - SPEC.population_min_rate:g} of them; members that did not form are "
+             "not judged and not counted. A candidate is an outlier when it lies outside the range of the reference "
+             "members, an interval that holds a new exchangeable member with probability (n-1)/(n+1).</p>",
+             population_grid(report), population_spread_table(report), population_candidates(report)]
+    if figures:
+        parts.append('<div class="figs">' + "".join(_img(f"population-{report.name}", f) for f in figures) + "</div>")
+    return "\n".join(parts)

@@ -16,6 +16,10 @@ The contract the claim tests code against:
   too. ``model_entry`` is a :class:`headwatch.fixtures.panels.PanelModel`.
 - session fixtures ``model_records`` (list of MeasurementRecord of the model, sorted by tokens)
   and ``revision_record`` (the MeasurementRecord of that revision).
+- a test that requests ``population`` runs once per selected population (a panel entry over seeds:
+  ``headwatch.fixtures.panels.Population``, id its name); one that requests ``candidate`` once per
+  candidate member (id the member's), ``population`` being its own; ``population_records`` maps
+  each member's id to its records.
 - with ``--dist loadgroup`` one model's tests stay on one worker (headwatch/fixtures/scheduling.py);
   worker ``gwN`` measures on ``cuda:(N mod GPUs)`` with ``--device cuda/auto``.
 - a claim module may narrow the models it runs on with a module attribute
@@ -102,8 +106,8 @@ class HeadwatchSession:
 # ---- options ----------------------------------------------------------------------------------
 
 #: The selection options pytest takes (headwatch.selection.OPTIONS: the CLI's flags, meaning the same).
-SELECTION_OPTIONS = ("panel", "models", "revisions", "device", "dtype", "n_examples", "cache_dir", "hub_cache_dir",
-                     "organisms_cache_dir", "reference_dir", "refresh")
+SELECTION_OPTIONS = ("panel", "models", "revisions", "seeds", "device", "dtype", "n_examples", "cache_dir",
+                     "hub_cache_dir", "organisms_cache_dir", "reference_dir", "refresh")
 #: headwatch's options live under this prefix in pytest's namespace (``config.getoption("headwatch_panel")``).
 DEST = "headwatch_"
 
@@ -265,9 +269,27 @@ def pytest_configure(config: pytest.Config) -> None:
             config.pluginmanager.register(HeadwatchReport(config, state(config)), "headwatch-html-report")
 
 
+def pytest_report_header(config: pytest.Config) -> list[str] | None:
+    """Before anything starts: what the selected Hub models cost to download and measure (an estimate
+    from their published configs, fixtures/estimate.py); nothing for panels without Hub models."""
+    if not wanted(config) or getattr(config, "workerinput", None) is not None:
+        return None
+    s = state(config)
+    hub = [m for m in s.selection if m.source == "hub"]
+    if not hub:
+        return None
+    from headwatch.fixtures.estimate import estimate_models
+
+    cost = estimate_models(hub, n_examples=s.options.n_examples)
+    return ["headwatch: " + cost.describe("at most (revisions already cached cost nothing)")]
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     names = metafunc.fixturenames
     ours = is_claim_test(metafunc.definition.path) or metafunc.definition.get_closest_marker("headwatch")
+    if ours and {"population", "candidate"} & set(names):
+        _parametrize_populations(metafunc)
+        return
     if not ({"model_entry", "revision"} & set(names)) or not ours:
         return  # someone else's test (or a copy of a claim module elsewhere): not ours to parametrise
     models = select_revisions(metafunc.config)
@@ -290,6 +312,26 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     else:
         params = [pytest.param(m, id=m.id, marks=pytest.mark.xdist_group(m.id)) for m in models]
         metafunc.parametrize("model_entry", params, scope="session")
+
+
+def _parametrize_populations(metafunc: pytest.Metafunc) -> None:
+    """A test requesting ``population`` runs once per selected population (id: its name); one requesting
+    ``candidate`` once per candidate member (id: the member's), with ``population`` set to its own."""
+    from headwatch.fixtures.panels import populations
+
+    pops = populations(select_revisions(metafunc.config))
+    if "candidate" in metafunc.fixturenames:
+        params = [pytest.param(p, c, id=c.id, marks=pytest.mark.xdist_group(p.id)) for p in pops for c in p.candidates]
+        what = "candidate of a population"
+        argnames: tuple[str, ...] = ("population", "candidate")
+    else:
+        params = [pytest.param(p, id=p.id, marks=pytest.mark.xdist_group(p.id)) for p in pops]
+        what = "population (a panel entry with seeds = [...], or models joined by population = ...)"
+        argnames = ("population",)
+    if not params:
+        mark = pytest.mark.skip(reason=f"no selected {what}")
+        params = [pytest.param(*(None,) * len(argnames), id="none", marks=mark)]
+    metafunc.parametrize(argnames if len(argnames) > 1 else argnames[0], params, scope="session")
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -325,6 +367,23 @@ def revision(model_entry):  # replaced by parametrisation; depends on model_entr
 
 
 @pytest.fixture(scope="session")
+def population():  # replaced by parametrisation in pytest_generate_tests
+    raise pytest.UsageError("population is parametrised by headwatch for its population tests; request it from one")
+
+
+@pytest.fixture(scope="session")
+def candidate(population):  # replaced by parametrisation; depends on population so both are set
+    raise pytest.UsageError("candidate is parametrised by headwatch for its population tests; request it from one")
+
+
+@pytest.fixture(scope="session")
+def population_records(pytestconfig: pytest.Config, population):
+    """Member id -> that member's records (sorted by tokens), for every member of the population."""
+    provider = state(pytestconfig).provider
+    return {m.id: provider.model_records(m) for m in population.members}
+
+
+@pytest.fixture(scope="session")
 def model_records(pytestconfig: pytest.Config, model_entry):
     """All records of the model, sorted by tokens seen (cache, published files, or fresh runs)."""
     return state(pytestconfig).provider.model_records(model_entry)
@@ -356,12 +415,15 @@ def _pretrain(config: pytest.Config, model_ids: set[str]) -> None:
     def where(m) -> Path:
         return Path(m.organism.cache_dir).expanduser() if m.organism.cache_dir else s.options.organism_cache_dir()
 
-    jobs = missing_jobs([(m.organism.family, m.organism.seed, where(m)) for m in wanted_models])
+    # Each child measures its checkpoints as it saves them, into this session's cache.
+    jobs = missing_jobs([(m.organism.family, m.organism.seed, where(m)) for m in wanted_models],
+                        measure={(m.organism.family, m.organism.seed, where(m)): s.provider.measure_plan(m)
+                                 for m in reversed(wanted_models)})
     if not jobs:
         return
     tr = config.pluginmanager.get_plugin("terminalreporter")
     workers = int(getattr(config.option, "numprocesses", 0) or 0)
-    parallel = default_parallel(TRAIN_THREADS, len(jobs)) if not workers else max(1, min(workers, len(jobs)))
+    parallel = default_parallel(TRAIN_THREADS, len(jobs), workers or None)
     say = (lambda text, **kw: tr.write_line(text, **kw)) if tr is not None else (lambda text, **kw: print(text))
     if tr is not None:
         tr.write_sep("-", "headwatch: training model organisms")
@@ -387,6 +449,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     ids = {item.callspec.params["model_entry"].id for item in session.items
            if hasattr(item, "callspec") and hasattr(item.callspec.params.get("model_entry"), "organism")}
+    ids |= {m.id for item in session.items if hasattr(item, "callspec")
+            for m in getattr(item.callspec.params.get("population"), "members", ())}
     _pretrain(config, ids)
 
 

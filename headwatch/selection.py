@@ -11,7 +11,8 @@ The pytest plugin (``headwatch/plugin.py``) and every subcommand that reads a pa
 - **panels**: the ``--panel`` names or files (repeatable, comma lists); without ``--panel``,
   :func:`default_panel_names` (the shipped panels needing neither network nor GPU), except with
   ``--reference-dir`` (below).
-- **models**: the panels' models, narrowed by ``--models`` (short names or repo ids).
+- **models**: the panels' models, narrowed by ``--models`` (short names or repo ids; a population's
+  name names its members) and ``--seeds`` (population members by seed: ``fixtures.panels.select_seeds``).
 - **revisions**: each model's revisions; ``{ log_spaced = n }`` specs resolved by listing its
   branches; a ``--reference-dir`` folder brings its own; ``--revisions`` narrows them
   (:meth:`Selection.resolve`).
@@ -74,6 +75,9 @@ OPTIONS: dict[str, Option] = {o.dest: o for o in (
     _option("--revisions", action="append", default=None, metavar="REVS",
             help="only these revisions (branch names); repeatable or comma list (default: every revision of "
                  "the selected models)"),
+    _option("--seeds", default=None, metavar="SEEDS", type=validation.argtype(validation.seed_list, "--seeds"),
+            help="only the population members with these seeds, e.g. 1-3,1234, in every population entry "
+                 "(docs/populations.md; default: every member)"),
     _option("--device", default="auto", metavar="DEVICE", type=validation.argtype(validation.device, "--device"),
             help="where models that are measured run: cpu, cuda, cuda:N, mps or auto (pytest -n: worker gwN "
                  "takes cuda:N mod the GPU count)"),
@@ -102,7 +106,7 @@ OPTIONS: dict[str, Option] = {o.dest: o for o in (
 )}
 
 #: What each front end takes (the CLI's ``measure`` takes device, dtype and hub-cache-dir with its own probe flags).
-PANEL_OPTIONS = ("panel", "models", "revisions", "device", "dtype", "n_examples", "cache_dir", "hub_cache_dir",
+PANEL_OPTIONS = ("panel", "models", "revisions", "seeds", "device", "dtype", "n_examples", "cache_dir", "hub_cache_dir",
                  "organisms_cache_dir", "reference_dir")
 
 
@@ -129,6 +133,8 @@ class Choices:
     panels: tuple[str, ...] = ()
     models: tuple[str, ...] = ()
     revisions: tuple[str, ...] = ()
+    #: --seeds: population members with these seeds (None: every member).
+    seeds: tuple[int, ...] | None = None
     device: str = "auto"
     dtype: str | None = None
     n_examples: int | None = None
@@ -154,6 +160,8 @@ def read_choices(get: Callable[[str], Any], *, train_missing: bool = True, offli
             if any(not v.strip(" ,") for v in value or ()):
                 raise InputError(f"{o.flag}: got an empty value; give names (a comma list), or leave the option out")
             value = tuple(split_list(value))
+        elif isinstance(value, list):  # --seeds: parsed into a list by its rule
+            value = tuple(value)
         values[name] = o.kwargs.get("default") if value is None and o.kwargs.get("action") != "append" else value
     panels = values.pop("panel")
     return Choices(panels=panels, **values, train_missing=train_missing, offline=offline)
@@ -174,6 +182,8 @@ def as_argv(choices: Choices) -> list[str]:
             out += [x for v in value for x in (o.flag, v)]
         elif o.kwargs.get("action") == "store_true":
             out += [o.flag] if value else []
+        elif isinstance(value, tuple):  # --seeds
+            out += [o.flag, ",".join(map(str, value))]
         elif value != o.kwargs.get("default"):
             out += [o.flag, str(value)]
     return out
@@ -317,6 +327,7 @@ def select(choices: Choices, *, resolve: bool = True, **extra: Any) -> Selection
             models += orphans
     chosen = panels.select([panels.Panel("selection", Path("."), tuple(models))],
                            models=choices.models or None)
+    chosen = panels.select_seeds(chosen, choices.seeds)
     run = RunInfo(panels=[p.name for p in loaded], device=options.device, dtype=options.dtype,
                   cache_dir=str(options.cache_dir), refresh=options.refresh, n_examples=options.n_examples)
     selection = Selection(choices, options, loaded, chosen, Provider(options, run))

@@ -70,6 +70,10 @@ class Thresholds:
     #: probability that as many randomly drawn heads would ALL pass the level rule against the
     #: final heads' crossing revisions is below this (an exact probability: docs/statistics.md).
     f5_null_alpha: float = 0.05
+    #: [population, issue 24] a claim "holds in most members" of a population: established when the
+    #: exact (Clopper-Pearson) lower bound of the share of reference members where it holds is >=
+    #: this; it fails when the share where it fails exceeds 1 - this (docs/statistics.md).
+    population_min_rate: float = 0.5
     #: [intervals] level of every interval a record or verdict carries.
     interval_level: float = 0.95
     #: [intervals] bootstrap resamples over examples (selectivities, BOS fraction, induction heads).

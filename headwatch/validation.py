@@ -138,6 +138,48 @@ def nonempty_text(value: Any, where: str) -> str:
     return value
 
 
+
+#: Seeds in one ``--seeds`` range at most (a typo such as ``1-100000000`` is refused, not expanded).
+MAX_SEED_RANGE = 10_000
+
+
+def seed_list(value: Any, where: str) -> list[int]:
+    """Seeds as a user writes them: ``"1-3,5,1234"`` (ranges inclusive), or a list of integers.
+
+    Each seed follows :data:`SEED`; order is kept, repeats dropped. Used by ``--seeds`` (pytest and
+    the CLI) to pick members of a panel's populations.
+    """
+    if isinstance(value, (list, tuple)):
+        items: list[Any] = list(value)
+    else:
+        text = TEXT.check(value, where)
+        items = [p.strip() for p in text.split(",") if p.strip()]
+    if not items:
+        raise InputError(f"{where}: got no seed; allowed: seeds such as 1-3,5 (ranges inclusive)")
+    out: list[int] = []
+    for item in items:
+        if isinstance(item, str):
+            m = re.fullmatch(r"(\d+)(?:\s*-\s*(\d+))?", item)
+            if m is None:
+                raise InputError(f"{where}: {item!r} is not a seed or a range; allowed: integers and ranges "
+                                 "such as 1-3,5,1234")
+            lo = int(m.group(1))
+            hi = int(m.group(2)) if m.group(2) is not None else lo
+            if hi < lo:
+                raise InputError(f"{where}: the range {item!r} is empty (its end is below its start); "
+                                 f"write it as {hi}-{lo}")
+            if hi - lo >= MAX_SEED_RANGE:
+                raise InputError(f"{where}: the range {item!r} holds {hi - lo + 1} seeds; allowed: at most "
+                                 f"{MAX_SEED_RANGE} in one range")
+            seeds = range(lo, hi + 1)
+        else:
+            seeds = range(item, item + 1) if isinstance(item, int) and not isinstance(item, bool) else [item]
+        for s in seeds:
+            SEED.check(s, where)
+            if s not in out:
+                out.append(s)
+    return out
+
 # ---- probe settings (ProbeSettings fields) --------------------------------------------------
 
 #: One rule per ``headwatch.probes.record.ProbeSettings`` field (a test checks that they match).

@@ -273,7 +273,7 @@ def test_organisms_are_trained_first_once_and_the_plan_says_so(tmp_path, monkeyp
 
     calls = []
     monkeypatch.setattr(organisms, "missing_jobs",
-                        lambda triples: [runner.TrainingJob(f, s, Path(c)) for f, s, c in triples if f == "olmo"])
+                        lambda triples, **kw: [runner.TrainingJob(f, s, Path(c)) for f, s, c in triples if f == "olmo"])
     monkeypatch.setattr(runner, "train_in_subprocesses", lambda jobs, **kw: calls.append([j.name for j in jobs]))
     lines = []
     models = load_panel("organisms").models

@@ -47,6 +47,8 @@ def test_what_the_suite_does_with_each_full_size_model_in_24_gib(name, mode):
     # the Pythia model cards' "Non-Embedding Params" column; GPT-2 small: 124,439,808 parameters in all
     ("pythia-14m", 1_189_888), ("pythia-31m", 4_739_072), ("pythia-70m", 18_915_328),
     ("pythia-160m", 85_056_000), ("pythia-410m", 302_311_424), ("gpt2-small", 124_439_808 - 50257 * 768),
+    ("pythia-1.4b", 1_208_602_624), ("pythia-2.8b", 2_517_652_480), ("pythia-6.9b", 6_444_163_072),
+    ("pythia-12b", 11_327_027_200),
 ])
 def test_parameter_counts_of_the_suites_published_configs(name, non_embedding):
     counts = parameter_counts(meta_model(name))
@@ -54,7 +56,7 @@ def test_parameter_counts_of_the_suites_published_configs(name, non_embedding):
     if name == "gpt2-small":  # tied: one embedding matrix is both input and output
         assert counts.embedding == 50257 * 768 and counts.total == 124_439_808
     else:
-        assert counts.embedding == 2 * 50304 * real_config(name).hidden_size
+        assert counts.embedding == 2 * real_config(name).vocab_size * real_config(name).hidden_size
 
 
 @pytest.mark.slow

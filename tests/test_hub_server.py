@@ -495,11 +495,12 @@ def suite_repos(repo_ids: Iterable[str] | None = None, variants: int = 2) -> lis
         return make
 
     wanted = set(repo_ids) if repo_ids is not None else None
-    out = []
+    out, served = [], set()
     for suite in SUITES.values():
         for repo_id, row in suite.repos.items():
-            if wanted is not None and repo_id not in wanted:
-                continue
+            if (wanted is not None and repo_id not in wanted) or repo_id in served:
+                continue  # not asked for, or in two suites (pythia-160m: an original and a PolyPythia)
+            served.add(repo_id)
             if suite is SUITES["crfm-gpt2-small"]:
                 weights = "pickle"  # pytorch_model.bin only, as published
             elif repo_id == f"EleutherAI/{row}":
@@ -594,7 +595,7 @@ def test_suite_repos_serve_the_real_branch_names_and_a_checkpoint_of_each_measur
 
 
 def test_every_suite_repo_is_served_and_the_originals_read_safetensors(suite_endpoint, tmp_path):
-    """The 61 suite repos answer; an original Pythia (both formats) resolves to its safetensors, and
+    """Every suite repo answers; an original Pythia (both formats) resolves to its safetensors, and
     ``resolve_panel`` pins a panel's revisions by commit without downloading weights."""
     from huggingface_hub import HfApi
 
@@ -616,6 +617,31 @@ def test_every_suite_repo_is_served_and_the_originals_read_safetensors(suite_end
     commits = suite_endpoint.repos["EleutherAI/pythia-410m"].branches
     assert {rev: r.commit for rev, r in resolved["pythia-410m"].items()} == {
         rev: commits[rev] for rev in ("step0", "step512", "step143000")}
+    assert not suite_endpoint.requests("GET", "/blobs/")  # nothing downloaded
+
+
+def test_the_shipped_suite_panels_resolve_with_seeds(suite_endpoint, tmp_path):
+    """The shipped panels (issue 24) name real repos and real branches: a seed subset of each population
+    panel (as --seeds picks it), and the Pythia suite's smallest and largest, resolve against the
+    server, every revision pinned to the branch's commit and read from the weights format it has."""
+    from headwatch.fixtures.panels import populations, select, select_seeds
+
+    poly = select_seeds(select([load_panel("polypythia")], models=["pythia-14m", "pythia-160m"]), [1, 9, 1234])
+    assert [m.id for m in poly] == [
+        "pythia-14m-seed1", "pythia-14m-seed9", "pythia-14m-seed1234", "pythia-160m-seed1", "pythia-160m-seed9",
+        "pythia-160m-seed1234", "pythia-160m-data-seed1", "pythia-160m-weight-seed1"]
+    assert [(p.name, len(p.reference), len(p.candidates)) for p in populations(poly)] == [
+        ("pythia-14m", 3, 0), ("pythia-160m", 3, 2)]
+    crfm = select_seeds(load_panel("crfm-gpt2").models, [21, 777])
+    suite = select([load_panel("pythia")], models=["pythia-70m-deduped", "pythia-12b"])
+    resolved = resolve_panel(poly + crfm + suite, tmp_path)
+    assert set(resolved) == {m.id for m in poly + crfm + suite}
+    for pm in poly + crfm + suite:
+        commits = suite_endpoint.repos[pm.repo].branches
+        assert {rev: r.commit for rev, r in resolved[pm.id].items()} == {rev: commits[rev] for rev in pm.revisions}
+    assert resolved["pythia-160m-seed1234"]["step143000"].weights_format == "safetensors"  # the original: both
+    assert {r.weights_format for m in crfm for r in resolved[m.id].values()} == {"pickle"}  # allow_pickle = true
+    assert crfm[0].repo == "stanford-crfm/alias-gpt2-small-x21" and crfm[1].repo == "stanford-crfm/expanse-gpt2-small-x777"
     assert not suite_endpoint.requests("GET", "/blobs/")  # nothing downloaded
 
 

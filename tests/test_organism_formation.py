@@ -1,6 +1,6 @@
 """The formation test's negative control on a real organism (issue 11): a deliberately broken recipe.
 
-The shipped GPTNeoX recipe, stopped after 40 of its 4000 steps (long before its loss leaves the
+The shipped GPTNeoX recipe, stopped after 40 of its 2000 steps (long before its loss leaves the
 plateau), trained for real and measured with the suite's probe: judged against what the organisms
 panel declares for GPTNeoX, formation must fail red, with the measured numbers and the numeric
 path the checkpoint was trained on in its message.

@@ -271,6 +271,38 @@ def test_a_changed_recipe_is_retrained_not_reused(tmp_path):
     assert missing_revisions(recipe, 0, tmp_path) == list(recipe.checkpoints)
 
 
+def test_a_shortened_recipe_is_the_longer_ones_first_steps(tmp_path):
+    """Ending a recipe earlier on the same schedule (the cosine's horizon given explicitly, as every
+    shipped recipe gives it) trains the same weights up to the new end: the robustness matrix's cells
+    of the longer recipe hold for the shorter one up to there (issue 28)."""
+    long = tiny("gptneox")
+    assert long.optim.cosine_steps  # the learning rate does not depend on total_steps
+    short = dataclasses.replace(long, total_steps=4, checkpoints=(0, 2, 4))
+    train(long, seed=0, cache_dir=tmp_path / "long", progress=False)
+    train(short, seed=0, cache_dir=tmp_path / "short", progress=False)
+    longer = dataclasses.replace(long, checkpoints=(0, 2, 4, 6))
+    train(longer, seed=0, cache_dir=tmp_path / "longer", progress=False)
+    repo = "headwatch-organisms/gptneox-seed0"
+
+    def weights(cache, rev):
+        root = repo_folder(cache, repo)
+        return (root / "snapshots" / cached_revisions(cache, repo)[rev] / "model.safetensors").read_bytes()
+
+    assert weights(tmp_path / "short", "step2") == weights(tmp_path / "long", "step2")
+    assert weights(tmp_path / "short", "step4") == weights(tmp_path / "longer", "step4")
+    assert weights(tmp_path / "longer", "step6") == weights(tmp_path / "long", "step6")
+    for name, org in ORGANISMS.items():
+        assert org.recipe.optim.cosine_steps, name  # explicit: shortening a recipe keeps its schedule
+
+
+def test_one_more_child_than_cores_when_jobs_wait():
+    """Three organisms on two cores train at once (the cores stay busy to the end); never more than the jobs."""
+    assert runner.default_parallel(1, 3, 2) == 3
+    assert runner.default_parallel(1, 10, 2) == 3
+    assert runner.default_parallel(1, 2, 2) == 2 and runner.default_parallel(1, 1, 2) == 1
+    assert runner.default_parallel(2, 3, None) >= 1
+
+
 # ---- headwatch organisms train: arguments checked before any child starts ----
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from headwatch.fixtures.realconfigs import (CRFM_GPT2_SMALL, MISTRAL_SCHEDULE, POLYPYTHIA, PYTHIA_SCHEDULE,
-                                            REAL_MODELS, SUITES)
+                                            REAL_MODELS, SUITES, PAPER_MODELS, PYTHIA_SUITE)
 
 
 def test_pythia_schedule_is_the_154_published_branches_and_the_model_cards_token_total():
@@ -37,5 +37,6 @@ def test_suite_repos_name_their_published_config():
     assert CRFM_GPT2_SMALL.repos["stanford-crfm/expanse-gpt2-small-x777"] == "mistral-gpt2-small"
     for suite in SUITES.values():
         for repo, row in suite.repos.items():
-            assert row in REAL_MODELS and REAL_MODELS[row].sources, repo
+            assert row in REAL_MODELS and (REAL_MODELS[row].sources or row in PAPER_MODELS), repo
+    assert len(PYTHIA_SUITE.repos) == 16 and PYTHIA_SUITE.repos["EleutherAI/pythia-6.9b-deduped"] == "pythia-6.9b"
     assert REAL_MODELS["mistral-gpt2-small"].weight_files == ("pytorch_model.bin",)

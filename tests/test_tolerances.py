@@ -358,6 +358,26 @@ def test_causal_alpha_just_failing():
     assert v.status is Status.CONSISTENT_NOT_ESTABLISHED and v.details.p_vs_random == pytest.approx(0.0509, abs=1e-4)
 
 
+# ---- population_min_rate (0.5): F1 in 8 of 9 members is established (exact lower bound 0.5175), 9 of 11 not (0.4822)
+
+
+def _population_f1(n: int, failing: int):
+    from headwatch.claims.population import judge_claim_over
+    from headwatch.claims.synthetic_population import F1_DEFECT, planted_population
+
+    return judge_claim_over("F1", planted_population((1,) * n, defects={i: F1_DEFECT for i in range(failing)}))
+
+
+def test_population_min_rate_just_passing():
+    v = _population_f1(9, 1)
+    assert v.status is Status.HOLDS and v.interval[0] == pytest.approx(0.5175, abs=1e-4)
+
+
+def test_population_min_rate_just_failing():
+    v = _population_f1(11, 2)
+    assert v.status is Status.CONSISTENT_NOT_ESTABLISHED and v.interval[0] == pytest.approx(0.4822, abs=1e-4)
+
+
 # ---- previous_token (100): not a verdict's constant (head labels, figures); pinned all the same ------
 
 

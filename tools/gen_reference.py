@@ -279,8 +279,8 @@ def panel_section() -> str:
     #: table -> (keys the parser accepts there, the dataclass it fills, key -> field where they differ)
     schema: dict[str, tuple[set[str], type, dict[str, str]]] = {
         "panel": (set(panels._PANEL_KEYS), panels.Panel, {}),
-        "models": (set(panels._MODEL_KEYS) - {"tokens", "probe", "expect", "organism"}, panels.PanelModel,
-                   {"total_tokens": "total_tokens_declared"}),
+        "models": (set(panels._MODEL_KEYS | panels._POPULATION_KEYS) - {"tokens", "probe", "expect", "organism"},
+                   panels.PanelModel, {"total_tokens": "total_tokens_declared"}),
         "models.tokens": (set(panels._TOKENS_KEYS), panels.TokensRule, {}),
         "models.probe": (probe_keys, ProbeSettings, {}),
         "models.expect": (set(EXPECT_KEYS) - {"xfail", "formation"}, Expectations, {}),
@@ -310,6 +310,8 @@ def panel_section() -> str:
              sources.replace("``", "`"), ""]
     for table, (_accepted, cls, names) in schema.items():
         fields = {f.name: f for f in dataclasses.fields(cls)}
+        if table == "models":  # a population's keys are read into a PopulationSpec, then expanded
+            fields.update({f.name: f for f in dataclasses.fields(panels.PopulationSpec)})
         if table == "models.probe":
             comments = _field_comments(ProbeSettings)
             rows = [(f"`{k}`", toml_type(fields[k].type), _default(fields[k]), comments.get(k, ""))

@@ -6,7 +6,9 @@ The models are :mod:`headwatch.selection`'s (the options pytest takes: ``--panel
 (``DIR/<model>/<revision>.json``, converted or written by ``headwatch measure --out``), or the
 measurement cache, measuring what is missing. The verdicts are
 :func:`headwatch.claims.judge.judge_model`'s, the same the claim tests assert; ``--json`` writes
-each as :meth:`headwatch.claims.verdict.Verdict.to_dict`.
+each as :meth:`headwatch.claims.verdict.Verdict.to_dict`. A panel's populations follow
+(claims/population.py: each claim over the reference members, k of n with its exact interval, and
+each candidate's place among them), under ``populations`` in the JSON.
 
 Nothing is trained or downloaded unless ``--train-missing`` says so: an organism that is not
 trained, or a Hub checkpoint that is not in the local Hub cache, is listed with the command that
@@ -61,9 +63,28 @@ def _records(chosen: selection.Selection) -> tuple[list[tuple[Any, list[Any]]], 
     return out, missing
 
 
+def _populations(judged: dict[str, tuple[Any, list[Any], dict[str, Any]]], result: dict[str, Any], out: Any) -> int:
+    """Print each population among the judged models (claims over its reference members, candidates'
+    places: claims/population.py) and add it to ``result``; the number of candidates that are outliers."""
+    from headwatch.claims.population import member_from_verdicts, population_report, population_table
+    from headwatch.fixtures.panels import populations
+
+    outliers = 0
+    for pop in populations(e for e, _, _ in judged.values()):
+        members = [member_from_verdicts(m, judged[m.id][1], judged[m.id][2]) for m in pop.members]
+        if not any(m.role != "candidate" for m in members):
+            continue
+        report = population_report(pop.id, members)
+        print(population_table(report), file=out)
+        result.setdefault("populations", {})[pop.id] = report.to_dict()
+        outliers += sum(p.outlier for places in report.placements.values() for p in places.values())
+    return outliers
+
+
 def run(args: argparse.Namespace) -> int:
-    """Print every model's verdicts; 1 if a claim fails that the panel did not declare (or a declared
-    deviation did not occur, or does not match what was measured; or an organism did not form);
+    """Print every model's verdicts, then each population's; 1 if a claim fails that the panel did not
+    declare (or a declared deviation did not occur, or does not match what was measured; or an organism
+    did not form; or a population's candidate is an outlier among its reference members);
     2 on bad input or when something to judge is missing (listed with the command that fills it)."""
     # Deferred: the judge imports torch (through the probes' head sets); `headwatch judge --help` need not.
     from headwatch.claims.judge import judge_model, status_word, surprises
@@ -77,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
 
     result: dict[str, Any] = {"models": {}}
     unexpected = 0
+    judged: dict[str, tuple[Any, list[Any], dict[str, Any]]] = {}  # model id -> (entry, records, verdicts)
     for entry, records in models:
         if not records:
             raise InputError(f"no measurement records for {entry.repo}")
@@ -87,6 +109,8 @@ def run(args: argparse.Namespace) -> int:
         for claim, v in verdicts.items():  # formation first where declared, then CLAIMS in order
             print(f"  {claim:<9} {status_word(v):<27} {v.key:<34} {v.message}", file=out)
         unexpected += surprises(verdicts)
+        judged[entry.id] = (entry, records, verdicts)
+    unexpected += _populations(judged, result, out)
     if missing:
         result["missing"] = missing
     if to_stdout:

@@ -31,7 +31,7 @@ EXECUTORS = ("local", "ray", "slurm", "submitit-local")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    selection.add_options(p.add_argument, ("panel", "models", "revisions"))
+    selection.add_options(p.add_argument, ("panel", "models", "revisions", "seeds"))
     p.add_argument("--executor", choices=EXECUTORS, default="local",
                    help="local: a process pool here; ray: a Ray cluster (--address, else a local one); slurm: one "
                         "Slurm array job through submitit; submitit-local: the Slurm jobs run here by submitit's "
@@ -124,6 +124,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"headwatch measure-panel: training the organisms failed: {e}", file=sys.stderr)
         return 1
     print(f"panel {', '.join(p.name for p in panels)}, cache {options.measurement_dir}: {plan.describe()}")
+    if plan.tasks:  # what the tasks will download and take, before any starts (fixtures/estimate.py)
+        from headwatch.fixtures.estimate import estimate
+
+        by_model: dict = {}  # model id -> (panel model, its revisions to measure)
+        for t in plan.tasks:
+            by_model.setdefault(t.model.id, (t.model, []))[1].append(t.revision)
+        print(estimate(by_model.values(), n_examples=args.n_examples).describe("the tasks to run"))
     if args.dry_run or not plan.tasks:
         if not plan.tasks:
             print("nothing to measure: the claims can run from the cache")

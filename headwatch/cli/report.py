@@ -7,8 +7,10 @@ others; see
 tests use, and writes into ``--out DIR``::
 
     DIR/summary.csv              one row per (model, claim): status, key number, judge's message
-    DIR/summary.json             the same plus every verdict dict and the missing revisions
+    DIR/summary.json             the same plus every verdict dict and the missing revisions, and each
+                                 population's claims over its members and candidates' places (issue 24)
     DIR/<model>/<figure>.png     bos_fraction, induction_heads, pr_lead, label_grid, ablation
+    DIR/population-<name>/*.png  population_induction, population_bos: every member on one figure
     DIR/report.html              the verdict table and figures as one self-contained page
 
 The models are :mod:`headwatch.selection`'s (the options pytest and ``judge`` take). Revisions
@@ -57,7 +59,9 @@ def run(args: argparse.Namespace) -> int:
     # Deferred: figures and the judge import matplotlib and torch; `headwatch report --help` need not.
     from headwatch.claims.figures import model_figures
     from headwatch.claims.judge import surprises
-    from headwatch.claims.report_data import model_report, summary_rows, verdict_cell
+    from headwatch.claims.population import population_table
+    from headwatch.claims.report_data import (model_report, population_parts, population_reports, summary_rows,
+                                              verdict_cell)
     from headwatch.claims.report_render import fragment, standalone_page, versions
 
     out = check_output_dir(args.out, "--out")
@@ -83,6 +87,13 @@ def run(args: argparse.Namespace) -> int:
             for f in figures[r.id]:
                 write_atomic(out / r.id / f"{f.name}.png", f.png)
 
+    errors: list[str] = []
+    pops, pop_figs = population_parts(models, reports, errors) if not args.no_figures else (
+        population_reports(models, reports), {})
+    for p in pops:
+        print(population_table(p))
+        for f in pop_figs.get(p.name, []):
+            write_atomic(out / f"population-{p.name}" / f"{f.name}.png", f.png)
     rows = summary_rows(reports)
     write_csv(out / "summary.csv", rows)
     write_json_atomic(out / "summary.json", {
@@ -92,11 +103,13 @@ def run(args: argparse.Namespace) -> int:
                           "missing": r.missing, "error": r.error,
                           "verdicts": {c: v.to_dict() for c, v in r.verdicts.items()},
                           "figures": [f"{r.id}/{f.name}.png" for f in figures.get(r.id, [])]} for r in reports},
+        "populations": {p.name: p.to_dict() for p in pops},
     })
     env = {"panels": sorted({m.panel for m in models}), "cache_dir": str(cache_dir), "device": "none (read from disk)",
            "models": {m.id: {"repo": m.repo, "panel": m.panel, "source": m.source, "revisions": list(m.sorted_revisions)}
                       for m in models}}
-    page = standalone_page("headwatch report", fragment(reports, figures, env, test_list=False))
+    page = standalone_page("headwatch report", fragment(reports, figures, env, test_list=False, errors=errors,
+                                                        populations=pops, population_figs=pop_figs))
     write_atomic(out / "report.html", page)
     print(f"wrote {out / 'summary.csv'}, {out / 'summary.json'}, {out / 'report.html'}"
           + (f" and {sum(len(v) for v in figures.values())} figures" if figures else ""))

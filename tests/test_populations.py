@@ -1,0 +1,392 @@
+"""Populations (issue 24): panel entries over seeds and sizes, --seeds, and the population claim tests.
+
+The panel side (expansion, roles, the errors a bad template gets), the seed filter, the exact rule's
+boundaries, and the claim module itself run against planted populations (as
+tests/test_claim_tests_on_planted.py does for the per-model claims): a population where a claim fails
+in most members fails its test; a candidate far outside its siblings fails its test; a member that
+did not form is "not judged".
+"""
+from __future__ import annotations
+
+import dataclasses
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import headwatch.claims.judge  # noqa: F401  (scipy once per process; see test_claim_tests_on_planted.py)
+from headwatch.claims.population import (
+    judge_claim_over, leave_one_out, place, population_report, population_table, spread,
+)
+from headwatch.claims.synthetic import HEALTHY_EXPECT
+from headwatch.claims.synthetic_population import F1_DEFECT, SIBLING_ONSETS, member_records, planted_population
+from headwatch.claims.verdict import Status
+from headwatch.fixtures.panels import (
+    PanelError, default_panels, load_panel, parse_panel, populations, select, select_seeds,
+)
+from headwatch.validation import InputError, seed_list
+
+pytest_plugins = ["pytester"]
+CLAIMS_DIR = Path(__file__).resolve().parent.parent / "claims"
+
+
+def parse(text: str):
+    return parse_panel(textwrap.dedent(text), name="t", path=Path("/x/t.toml"))
+
+
+REVS = 'revisions = ["step0", "step1000", "step143000"]\ntokens = { per_step = 2097152 }\n'
+SUITE = """
+[[models]]
+name = "pythia-{size}"
+repo = "EleutherAI/pythia-{size}-seed{seed}"
+sizes = ["14m", "160m"]
+seeds = [1, 2, 3, 1234]
+seed_repos = { 1234 = "EleutherAI/pythia-{size}" }
+config = "pythia-{size}"
+candidates = [1234]
+""" + REVS + """
+[[models]]
+name = "pythia-160m-data-seed{seed}"
+population = "pythia-160m"
+repo = "EleutherAI/pythia-160m-data-seed{seed}"
+seeds = [1, 2]
+role = "candidate"
+""" + REVS
+
+
+# ---- expansion --------------------------------------------------------------------------------------
+
+
+def test_an_entry_expands_over_sizes_and_seeds():
+    panel = parse(SUITE)
+    names = [m.name for m in panel.models]
+    assert names == ["pythia-14m-seed1", "pythia-14m-seed2", "pythia-14m-seed3", "pythia-14m-seed1234",
+                     "pythia-160m-seed1", "pythia-160m-seed2", "pythia-160m-seed3", "pythia-160m-seed1234",
+                     "pythia-160m-data-seed1", "pythia-160m-data-seed2"]
+    by = {m.name: m for m in panel.models}
+    assert by["pythia-160m-seed2"].repo == "EleutherAI/pythia-160m-seed2"
+    assert by["pythia-160m-seed1234"].repo == "EleutherAI/pythia-160m"  # the original names its own repo
+    assert by["pythia-14m-seed3"].config == "pythia-14m"
+    assert by["pythia-160m-seed1234"].member.role == "candidate" and by["pythia-160m-seed1"].member.role == "reference"
+    assert by["pythia-160m-data-seed2"].member.population == "pythia-160m"
+    assert all(m.revisions == ("step0", "step1000", "step143000") for m in panel.models)
+    pops = populations(panel.models)
+    assert [(p.name, len(p.reference), len(p.candidates)) for p in pops] == [("pythia-14m", 3, 1), ("pythia-160m", 3, 3)]
+
+
+def test_sizes_alone_are_plain_models():
+    (a, b) = parse('[[models]]\nname = "pythia-{size}-deduped"\nrepo = "EleutherAI/pythia-{size}-deduped"\n'
+                   'sizes = ["70m", "1b"]\n' + REVS).models
+    assert (a.name, b.repo, a.member, b.member) == ("pythia-70m-deduped", "EleutherAI/pythia-1b-deduped", None, None)
+
+
+def test_models_and_seeds_select_members():
+    panel = parse(SUITE)
+    assert [m.name for m in select([panel], models=["pythia-14m"])] == [
+        "pythia-14m-seed1", "pythia-14m-seed2", "pythia-14m-seed3", "pythia-14m-seed1234"]
+    picked = select_seeds(select([panel], models=["pythia-160m"]), seed_list("2-3,1234", "--seeds"))
+    assert [m.name for m in picked] == ["pythia-160m-seed2", "pythia-160m-seed3", "pythia-160m-seed1234",
+                                       "pythia-160m-data-seed2"]
+    with pytest.raises(PanelError, match=r"no selected population has seed\(s\) 12; seeds there: 1, 2, 3, 1234"):
+        select_seeds(panel.models, [12])
+    with pytest.raises(PanelError, match="no selected model belongs to a population"):
+        select_seeds(parse('[[models]]\nname = "m"\nrepo = "o/m"\n' + REVS).models, [1])
+
+
+def test_organism_seeds_and_a_candidate_of_another_recipe():
+    panel = load_panel("organisms-seeds")
+    (pop,) = populations(panel.models)
+    assert [m.organism.seed for m in pop.reference] == [0, 1, 2, 3, 4]
+    assert [m.repo for m in pop.reference][-1] == "headwatch-organisms/olmoe-seed4"
+    (cand,) = pop.candidates
+    assert cand.organism.family == "olmoe-halflr" and cand.member.seed == 0
+    assert "organisms-seeds" not in default_panels()  # six organisms: never trained by a default run
+
+
+def test_seed_lists():
+    assert seed_list("0-4", "--seed") == [0, 1, 2, 3, 4] and seed_list("3, 1,3", "x") == [3, 1]
+    for bad, said in (("4-0", "is empty"), ("x", "not a seed or a range"), ("", "got no seed")):
+        with pytest.raises(InputError, match=said):
+            seed_list(bad, "--seeds")
+
+
+# ---- the errors a bad population entry gets ------------------------------------------------------------
+
+
+BAD = {
+    "unknown placeholder": ('name = "p"\nrepo = "o/p-seed{sed}"\nseeds = [1]\n', r"placeholder \{sed\}.*did you mean 'seed'"),
+    "bad braces": ('name = "p"\nrepo = "o/p-seed{seed"\nseeds = [1]\n', "not a valid template"),
+    "size without sizes": ('name = "p-{size}"\nrepo = "o/p-{size}-seed{seed}"\nseeds = [1]\n', r"uses \{size\} but no sizes"),
+    "sizes, name without size": ('name = "p"\nrepo = "o/p-{size}-seed{seed}"\nseeds = [1]\nsizes = ["1m"]\n',
+                                 r"must contain \{size\}"),
+    "repo without seed": ('name = "p"\nrepo = "o/p"\nseeds = [1, 2]\n', r"has no \{seed\}: every seed would load"),
+    "seed_repos stray": ('name = "p"\nrepo = "o/p{seed}"\nseeds = [1]\nseed_repos = { 2 = "o/q" }\n',
+                         r"'2' is not one of the seeds \[1\]"),
+    "candidate not a seed": ('name = "p"\nrepo = "o/p{seed}"\nseeds = [1]\ncandidates = [7]\n', "7 not among the seeds"),
+    "role and candidates": ('name = "p"\nrepo = "o/p{seed}"\nseeds = [1, 2]\ncandidates = [2]\nrole = "candidate"\n',
+                            "role or candidates, not both"),
+    "role without population": ('name = "p"\nrepo = "o/p"\nrole = "candidate"\n', "joins a population"),
+    "bad role": ('name = "p"\nrepo = "o/p{seed}"\nseeds = [1]\nrole = "candidat"\n', "did you mean 'candidate'"),
+    "empty seeds": ('name = "p"\nrepo = "o/p{seed}"\nseeds = []\n', "the list is empty"),
+    "seed twice": ('name = "p"\nrepo = "o/p{seed}"\nseeds = [1, 1]\n', "seeds listed twice: 1"),
+    "negative seed": ('name = "p"\nrepo = "o/p{seed}"\nseeds = [-1]\n', "allowed: an integer from 0"),
+    "all candidates": ('name = "p"\nrepo = "o/p{seed}"\nseeds = [1]\nrole = "candidate"\n', "every member is a candidate"),
+    "typo in a key": ('name = "p"\nrepo = "o/p{seed}"\nseed = [1]\n', "did you mean 'seeds'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_population_entries_say_what_is_wrong(case):
+    body, said = BAD[case]
+    with pytest.raises(PanelError, match=said):
+        parse("[[models]]\n" + body + REVS)
+
+
+def test_a_candidate_must_share_the_reference_grid():
+    text = SUITE.replace('seeds = [1, 2]\nrole = "candidate"\n' + REVS,
+                         'seeds = [1, 2]\nrole = "candidate"\nrevisions = ["step0", "step143000"]\n'
+                         'tokens = { per_step = 2097152 }\n')
+    with pytest.raises(PanelError, match="list different revisions"):
+        parse(text)
+
+
+def test_organism_seed_given_twice():
+    with pytest.raises(PanelError, match="seeds once"):
+        parse('[[models]]\nname = "o"\nsource = "organism"\nseeds = [0, 1]\n[models.organism]\nfamily = "olmoe"\nseed = 2\n')
+
+
+# ---- the rule at its bar (SPEC.population_min_rate) ----------------------------------------------------
+
+
+def test_spread_shows_censored_members_as_bounds():
+    members = planted_population((1, 2))
+    members += planted_population((1,), defects={0: {"bos_fractions": (0.0,) * 7}}, prefix="late")
+    s = spread("t_bos50", members)
+    assert s.high_censored and "> 1T" in s.text() and s.values["late0"].censored_above == 1e12
+    p = place("t_bos50", members[-1], members[:-1])
+    assert p.outlier and p.side == "above" and "not reached by the final revision" in p.message
+
+
+def test_a_milestone_no_member_reaches_is_bounds_only_and_not_compared():
+    """Every member censored (BOS fraction never 50%): the range is two lower bounds, and
+    leave-one-out has nothing to compare (not "0 of n inside")."""
+    members = planted_population((1, 2, 1), defects={i: {"bos_fractions": (0.0,) * 7} for i in range(3)})
+    s = spread("t_bos50", members)
+    assert s.low_censored and s.high_censored and "range [> 1T, > 1T]" in s.text()
+    loo = leave_one_out("t_bos50", members)
+    assert loo.inside == loo.outside == () and len(loo.not_compared) == 3 and "nothing to compare" in loo.text()
+
+
+def test_leave_one_out_on_siblings():
+    loo = leave_one_out("t_induction", planted_population(SIBLING_ONSETS))
+    assert loo.n == 5 and len(loo.inside) == 5 and loo.expected == pytest.approx(0.6)
+
+
+def test_member_records_refuse_an_onset_outside_the_run():
+    with pytest.raises(ValueError):
+        member_records(0)
+
+
+# ---- the claim module on planted populations (pytester) ---------------------------------------------
+
+
+STAND_IN = '''
+import types
+import pytest
+from headwatch.claims.synthetic_population import member_records, SIBLING_ONSETS, F1_DEFECT
+from headwatch.claims.synthetic import HEALTHY_EXPECT
+
+CASE = {case!r}
+ONSETS = list(SIBLING_ONSETS) + [{candidate_onset}]
+DEFECTS = {{i: F1_DEFECT for i in range(4)}} if CASE == "f1_fails_in_most" else {{}}
+
+def member(i):
+    role = "candidate" if i == len(ONSETS) - 1 else "reference"
+    return types.SimpleNamespace(id=f"seed{{i}}", name=f"seed{{i}}", expect=HEALTHY_EXPECT, total_tokens=None,
+                                 member=types.SimpleNamespace(role=role, seed=i, is_candidate=role == "candidate"))
+
+MEMBERS = [member(i) for i in range(len(ONSETS))]
+POP = types.SimpleNamespace(id="planted", name="planted", members=tuple(MEMBERS),
+                            reference=tuple(MEMBERS[:-1]), candidates=tuple(MEMBERS[-1:]))
+
+def pytest_generate_tests(metafunc):
+    if "candidate" in metafunc.fixturenames:
+        metafunc.parametrize(("population", "candidate"), [(POP, MEMBERS[-1])], ids=["seed5"], scope="session")
+    elif "population" in metafunc.fixturenames:
+        metafunc.parametrize("population", [POP], ids=["planted"], scope="session")
+
+@pytest.fixture(scope="session")
+def population_records(population):
+    return {{m.id: member_records(ONSETS[i], model=f"planted/{{m.id}}", **DEFECTS.get(i, {{}}))
+            for i, m in enumerate(population.members)}}
+'''
+
+
+def run_population_module(pytester, case: str, candidate_onset: int):
+    pytester.makeconftest(STAND_IN.format(case=case, candidate_onset=candidate_onset))
+    pytester.makepyfile(test_population=(CLAIMS_DIR / "test_population.py").read_text())
+    return pytester.runpytest("-p", "no:randomly", "-p", "no:cacheprovider", "-rA", "-k", "across or within")
+
+
+def test_population_claim_test_fails_when_the_claim_fails_in_most_members(pytester):
+    result = run_population_module(pytester, "f1_fails_in_most", candidate_onset=2)
+    result.assert_outcomes(failed=1, passed=4, skipped=5)
+    out = result.stdout.str()
+    assert "FAILED test_population.py::test_claim_across_population[planted-F1]" in out
+    assert "F1 fails over population planted: holds in 1 of 5" in out and "fails in most members (4 of 5 > 0.5)" in out
+
+
+def test_candidate_test_fails_for_a_candidate_far_outside_and_passes_inside(pytester):
+    """Onset 5 (1e11 tokens) against siblings at 1e9-3e9: t_induction, the F3 ratio and the F4 recall
+    point are outliers (t_bos50 is the siblings'); onset 2 lies inside on every quantity."""
+    result = run_population_module(pytester, "outlier", candidate_onset=5)
+    result.assert_outcomes(failed=3, passed=1, skipped=6)
+    out = result.stdout.str()
+    assert "FAILED test_population.py::test_candidate_within_population[seed5-t_induction]" in out
+    assert "seed5 in planted: outlier: seed5's t_induction is 100B" in out
+    inside = run_population_module(pytester, "inside", candidate_onset=2)
+    inside.assert_outcomes(passed=4, skipped=6)
+
+
+# ---- the report: member x claim grid, trajectories on one figure per quantity --------------------------
+
+
+def test_report_shows_a_population_grid_and_one_figure_per_quantity():
+    from headwatch.claims.judge import judge_model
+    from headwatch.claims.report_data import ModelReport, population_parts
+    from headwatch.claims.report_render import fragment
+    from headwatch.claims.synthetic import HEALTHY_EXPECT
+
+    panel = parse('[[models]]\nname = "p"\nrepo = "o/p-seed{seed}"\nseeds = [0, 1, 2, 3, 4, 5]\ncandidates = [5]\n'
+                  'revisions = ["step0", "step1", "step2", "step3", "step4", "step5", "step6"]\n'
+                  'tokens = { table = { step0 = 1e8, step1 = 1e9, step2 = 3e9, step3 = 1e10, step4 = 2e10, '
+                  'step5 = 1e11, step6 = 1e12 } }\n')
+    onsets = SIBLING_ONSETS + (5,)
+    reports = []
+    for m, onset in zip(panel.models, onsets):
+        recs = member_records(onset, model=m.repo)
+        reports.append(ModelReport(m.id, m.repo, m.panel, recs, judge_model(recs, HEALTHY_EXPECT)))
+    errors: list[str] = []
+    (pop,), figs = population_parts(panel.models, reports, errors)
+    assert not errors and [f.name for f in figs["p"]] == ["population_induction", "population_bos"]
+    assert all(f.png.startswith(b"\x89PNG") for f in figs["p"])
+    assert pop.placements["p-seed5"]["t_induction"].outlier
+    html = fragment(reports, {}, {"models": {}}, populations=[pop], population_figs=figs, test_list=False)
+    assert 'id="hw-population-p"' in html and 'data-population="p"' in html
+    assert html.count('data-member="p-seed') == 6 * 6 and html.count('data-member="population"') == 6
+    assert "candidate</span>" in html and "OUTLIER" in html and "holds in 5 of 5 reference members" in html
+
+
+# ---- the shipped suite panels: branch names, tokens, roles; what a run costs ----------------------------
+
+
+def test_shipped_suite_panels_name_the_published_repos_branches_and_tokens():
+    from headwatch.fixtures.realconfigs import (CRFM_GPT2_SMALL, MISTRAL_SCHEDULE, POLYPYTHIA, PYTHIA_SCHEDULE,
+                                                PYTHIA_SUITE)
+
+    poly, suite, crfm = load_panel("polypythia"), load_panel("pythia"), load_panel("crfm-gpt2")
+    assert {m.repo for m in poly.models} == set(POLYPYTHIA.repos)  # 5 sizes x 10 seeds, and the six variants
+    assert {m.repo for m in suite.models} == set(PYTHIA_SUITE.repos)
+    assert {m.repo for m in crfm.models} == set(CRFM_GPT2_SMALL.repos)
+    for panel, schedule in ((poly, PYTHIA_SCHEDULE), (suite, PYTHIA_SCHEDULE), (crfm, MISTRAL_SCHEDULE)):
+        assert panel.needs_network and panel.needs_gpu and panel.name not in default_panels()
+        for m in panel.models:
+            assert set(m.revisions) <= set(schedule.branches), m.id
+            assert m.total_tokens == max(m.tokens_seen.values())
+            assert m.tokens_seen[m.final_revision] == int(m.final_revision.rsplit("-", 1)[-1].removeprefix("step")
+                                                          ) * schedule.tokens_per_step
+            assert m.config == POLYPYTHIA.repos.get(m.repo) or m.config == PYTHIA_SUITE.repos.get(m.repo) \
+                or m.config == CRFM_GPT2_SMALL.repos.get(m.repo)
+    by = {m.id: m for m in poly.models}
+    assert by["pythia-410m-seed1234"].repo == "EleutherAI/pythia-410m" and by["pythia-410m-seed1234"].member.seed == 1234
+    assert [p.name for p in populations(poly.models)] == ["pythia-14m", "pythia-31m", "pythia-70m", "pythia-160m",
+                                                           "pythia-410m"]
+    (p160,) = [p for p in populations(poly.models) if p.name == "pythia-160m"]
+    assert len(p160.reference) == 10 and {m.name for m in p160.candidates} == {
+        f"pythia-160m-{k}-seed{s}" for k in ("data", "weight") for s in (1, 2, 3)}
+    assert all(m.allow_pickle for m in crfm.models) and not any(m.allow_pickle for m in poly.models + suite.models)
+    assert crfm.models[0].tokens_seen["checkpoint-400000"] == 400_000 * 524_288
+
+
+def test_a_run_prints_what_it_costs_from_the_published_configs():
+    from headwatch.fixtures.estimate import GPU_FLOP_PER_S, LINK_BYTES_PER_S, config_cost, estimate_models
+
+    paper = estimate_models(load_panel("paper").models)
+    assert paper.checkpoints == 30 and 205e9 < paper.download_bytes < 215e9  # docs/scale-out.md: ~210 GB
+    assert paper.by_config["olmoe-1b-7b-0924"] == (10, 6_919_161_856 * 2)  # bfloat16 as stored
+    assert config_cost("pythia-12b").checkpoint_bytes == 11_846_072_320 * 2
+    text = estimate_models(select_seeds(load_panel("polypythia").models, [1])).describe("polypythia, seed 1")
+    assert text.startswith("polypythia, seed 1: 112 Hub checkpoint(s)")  # 5 sizes + 2 variants, x 16
+    assert "assumed rates" in text
+    assert f"{LINK_BYTES_PER_S / 1e6:.0f} MB/s" in text and f"{GPU_FLOP_PER_S / 1e12:g} TFLOP/s" in text
+    unsized = estimate_models(parse('[[models]]\nname = "m"\nrepo = "o/m"\n' + REVS).models)
+    assert unsized.checkpoints == 0 and unsized.unsized == ("m",) and "without a published config" in unsized.describe()
+    with pytest.raises(PanelError, match="no published config.*did you mean 'pythia-160m'"):
+        parse('[[models]]\nname = "m"\nrepo = "o/m"\nconfig = "pythia-160"\n' + REVS)
+
+
+def test_headwatch_judge_prints_the_population_and_exits_1_for_an_outlier(tmp_path, capsys):
+    """``headwatch judge`` on records of a population (a --reference-dir folder): each claim over the
+    reference members, the candidate's place; an outlier candidate is news (exit 1), a sibling is not."""
+    import json
+
+    from headwatch.cli import main
+    from headwatch.fixtures.reference import model_slug
+
+    def run(candidate_onset: int) -> tuple[int, dict, str]:
+        folder = tmp_path / f"records-{candidate_onset}"
+        for seed, onset in enumerate(SIBLING_ONSETS + (candidate_onset,)):
+            for r in member_records(onset, model=f"o/p-seed{seed}"):
+                r.to_json(folder / model_slug(f"o/p-seed{seed}") / f"{r.revision}.json")
+        panel = tmp_path / "p.toml"
+        panel.write_text('[[models]]\nname = "p"\nrepo = "o/p-seed{seed}"\nseeds = [0, 1, 2, 3, 4, 5]\ncandidates = [5]\n'
+                         'revisions = ["step0", "step1", "step2", "step3", "step4", "step5", "step6"]\n'
+                         'tokens = { table = { step0 = 1e8, step1 = 1e9, step2 = 3e9, step3 = 1e10, step4 = 2e10, '
+                         'step5 = 1e11, step6 = 1e12 } }\n[models.expect]\nbos_shape = "ramp"\ndclm = true\n')
+        out = tmp_path / f"v{candidate_onset}.json"
+        code = main(["judge", "--panel", str(panel), "--reference-dir", str(folder), "--json", str(out)])
+        return code, json.loads(out.read_text()), capsys.readouterr().out
+
+    code, data, printed = run(5)
+    assert code == 1 and "population p: 5 reference member(s), 1 candidate(s)" in printed
+    assert "candidate p-seed5 t_induction: fails: outlier" in printed
+    assert data["populations"]["p"]["claims"]["F1"]["k"] == 5
+    assert data["populations"]["p"]["placements"]["p-seed5"]["t_induction"]["outlier"] is True
+    code, data, printed = run(2)
+    assert code == 0 and "candidate p-seed5 t_induction: holds: within its siblings" in printed
+    # --seeds 0-4: the candidate (seed 5) is not selected; the population is judged without it
+    folder, panel = tmp_path / "records-5", tmp_path / "p.toml"
+    assert main(["judge", "--panel", str(panel), "--reference-dir", str(folder), "--seeds", "0-4"]) == 0
+    assert "population p: 5 reference member(s), 0 candidate(s)" in capsys.readouterr().out
+
+
+def test_pytest_seeds_picks_members_and_the_header_says_what_they_cost(pytester):
+    """``pytest claims --panel polypythia --models pythia-14m --seeds 1,1234 --collect-only``: the tests of
+    those members only (ids name them), the population tests once for the population, the cost first."""
+    from headwatch import plugin
+
+    ini = pytester.makeini("[pytest]\n")
+    args = [str(plugin.CLAIMS_DIR), "-c", str(ini), "--rootdir", str(pytester.path), "--collect-only",
+            "--panel", "polypythia", "--models", "pythia-14m", "-p", "no:xdist", "-p", "no:cacheprovider",
+            "-p", "no:randomly", "-p", "no:hypothesispytest"]
+    result = pytester.runpytest_inprocess(*args, "--seeds", "1,1234")
+    out = result.stdout.str()
+    assert result.ret == 0, out[-2000:]
+    assert "test_f1_no_bos_head_in_layers_0_1[pythia-14m-seed1@step1000]" in out
+    assert "pythia-14m-seed1234@step143000" in out and "pythia-14m-seed2" not in out
+    assert "test_claim_across_population[pythia-14m-F1]" in out
+    assert "headwatch: at most (revisions already cached cost nothing): 32 Hub checkpoint(s)" in out  # 2 x 16
+    bad = pytester.runpytest_inprocess(*args, "--seeds", "12")
+    assert bad.ret == 4 and "no selected population has seed(s) 12; seeds there: 1, 2, 3" in bad.stderr.str()
+
+
+def test_a_population_failing_as_every_member_declares_says_so_in_its_table():
+    """F1 fails in every member, each at the revision it declares: the population fails, and its
+    line says each failure is a declared deviation (the pytest test xfails strictly on the same)."""
+    from headwatch.spec import Deviation
+    expect = dataclasses.replace(HEALTHY_EXPECT, xfail={"F1": Deviation(reason="planted", revisions=("step2",))})
+    members = planted_population(SIBLING_ONSETS, defects={i: F1_DEFECT for i in range(5)}, expect=expect)
+    report = population_report("planted", members)
+    assert report.claims["F1"].status is Status.FAILS and report.claims["F1"].all_failures_declared
+    assert "F1        fails" in population_table(report) and "each failure a member's declared deviation" in \
+        population_table(report)
