@@ -268,17 +268,12 @@ def standalone_page(title: str, body: str) -> str:
 
 
 def _pop_cell(status: Status, key: str, message: str, claim: str, member: str) -> str:
-    word = _OF_STATUS_WORD[status]
+    word = status.words
     bg, fg = STATUS_STYLE[word]
     return (f'<td class="cell" data-member="{escape(member, quote=True)}" data-claim="{escape(claim, quote=True)}" '
             f'data-status="{escape(word, quote=True)}" style="background:{bg}" title="{escape(message, quote=True)}">'
             f'<span class="st" style="color:{fg}">{escape(STATUS_LABEL[word])}</span>'
             f'<span class="key">{escape(key) or "&nbsp;"}</span></td>')
-
-
-#: A population cell's status -> the verdict table's status word (and so its colours).
-_OF_STATUS_WORD = {Status.HOLDS: HOLDS, Status.HOLDS_VACUOUSLY: VACUOUS, Status.CONSISTENT_NOT_ESTABLISHED: CONSISTENT,
-                   Status.FAILS: FAILS, Status.NOT_APPLICABLE: NA, Status.NOT_JUDGED: NOT_JUDGED}
 
 
 def population_grid(report: PopulationReport) -> str:
@@ -322,7 +317,7 @@ def population_candidates(report: PopulationReport) -> str:
     rows = []
     for cid, placements in report.placements.items():
         for q, p in placements.items():
-            word = _OF_STATUS_WORD[p.status]
+            word = p.status.words
             label = "OUTLIER" if p.outlier else STATUS_LABEL[word] if p.status is not Status.HOLDS else "within"
             rows.append(f"<tr><td class='nowrap'>{escape(cid)}</td><td>{escape(q)}</td>"
                         f"<td style='color:{STATUS_STYLE[word][1]};font-weight:bold'>{escape(label)}</td>"
