@@ -2,12 +2,14 @@
 
 - :data:`PYTEST_OUTCOME` maps each :class:`~headwatch.claims.verdict.Status` to pass, fail or skip.
   ``holds`` and ``holds vacuously`` pass; ``fails`` fails with the judge's message (measured heads,
-  revisions, ratios, intervals, p-values). Three statuses skip, each with its reason:
-  ``consistent, not established`` (the point estimate passes, the uncertainty does not exclude
-  failing: never a plain pass, and not a failure either: the reason starts "consistent, not
-  established" and says which interval or p-value falls short), ``not applicable`` (the claim does
-  not apply: the reason names what is missing), and ``not judged`` (the organism did not form its
-  circuit: the reason starts "not judged: organism did not form" and gives the formation numbers).
+  revisions, ratios, intervals, p-values). Four statuses skip, each with its reason:
+  ``consistent, not established`` (the evidence neither excludes nor establishes the claim:
+  never a plain pass, and not a failure either: the reason starts "consistent, not established"
+  and says which interval, p-value or null probability falls short), ``not established`` (evidence the
+  claim needs is missing: the reason starts "not established" and names it), ``not applicable``
+  (the claim does not apply: the reason says why), and ``not judged`` (the organism did not form
+  its circuit: the reason starts "not judged: organism did not form" and gives the formation
+  numbers).
 - a model whose panel declares formation (``[models.expect.formation]``) and did not form has every
   claim ``not judged`` here, whatever its own verdict (:func:`headwatch.claims.judge.not_judged`).
 - a declared deviation (``[models.expect] xfail``): the test xfails strictly only when the verdict
@@ -32,6 +34,7 @@ PYTEST_OUTCOME: dict[Status, str] = {
     Status.HOLDS: "pass",
     Status.HOLDS_VACUOUSLY: "pass",
     Status.CONSISTENT_NOT_ESTABLISHED: "skip",
+    Status.NOT_ESTABLISHED: "skip",
     Status.FAILS: "fail",
     Status.NOT_APPLICABLE: "skip",
     Status.NOT_JUDGED: "skip",
@@ -42,9 +45,9 @@ def skip_reason(claim: str, label: str, verdict: Verdict) -> str:
     """The reason a skipped claim test gives: it starts with the status in words."""
     if verdict.status is Status.NOT_JUDGED:
         return f"{verdict.message} [{claim}, {label}]"  # the judge's message starts "not judged: organism did not form"
-    if verdict.status is Status.CONSISTENT_NOT_ESTABLISHED:
-        return f"consistent, not established: {claim} for {label}: {verdict.message}"
-    return f"{claim} not applicable to {label}: {verdict.message}"
+    if verdict.status in (Status.CONSISTENT_NOT_ESTABLISHED, Status.NOT_ESTABLISHED):
+        return f"{verdict.status.words}: {claim} for {label}: {verdict.message}"
+    return f"{claim} {verdict.status.words} to {label}: {verdict.message}"
 
 
 def declared_deviation(model_entry: PanelModel, claim: str, revision: str | None = None

@@ -28,7 +28,7 @@ from headwatch.spec import SPEC
 
 from . import trajectory as T
 from .judge import fmt_tokens
-from .verdict import Verdict
+from .verdict import Verdict, fmt_layers, fmt_pct, fmt_share
 
 DPI = 80
 #: Colours: one per head class (the grid), and the two quantities of the F5 twin axes.
@@ -79,11 +79,11 @@ def _has_zero(records: Sequence[MeasurementRecord]) -> bool:
     return any((r.tokens_seen or 0) <= 0 for r in records)
 
 
-def _mark(ax: Any, x: float | None, label: str, color: str, y: float = 0.97) -> None:
-    """A dashed vertical line at ``x`` with its label at the top."""
+def _mark(ax: Any, x: float | None, label: str, color: str, y: float = 0.97, ls: str = "--") -> None:
+    """A vertical line at ``x`` (dashed; dotted for a right-censored milestone) with its label at the top."""
     if x is None:
         return
-    ax.axvline(x, color=color, ls="--", lw=1.2)
+    ax.axvline(x, color=color, ls=ls, lw=1.2)
     lo, hi = (np.log10(v) for v in ax.get_xlim()) if ax.get_xscale() == "log" else ax.get_xlim()
     pos = np.log10(x) if ax.get_xscale() == "log" else x
     right = (pos - lo) / (hi - lo) > 0.75 if hi > lo else False  # near the right edge: label to the left
@@ -129,26 +129,34 @@ def bos_figure(records: Sequence[MeasurementRecord], verdicts: Mapping[str, Verd
         ax.legend(loc="upper left", fontsize=8, frameon=False)
     ax.axhline(100 * SPEC.bos_level, color="gray", lw=0.8, ls=":")
     _token_axis(ax, xs, _has_zero(recs))  # before the marks: they place their labels by the axis limits
-    _mark(ax, _revision_x(recs, sep.induction.revision), f"t_induction {fmt_tokens(sep.induction.tokens)}", SEL_COLOR)
-    _mark(ax, _revision_x(recs, sep.bos.revision), f"t_bos50 {fmt_tokens(sep.bos.tokens)}", CLASS_COLORS["first-token"], 0.85)
+    for name, m, color, y in (("t_induction", sep.induction, SEL_COLOR, 0.97),
+                              ("t_bos50", sep.bos, CLASS_COLORS["first-token"], 0.85)):
+        if m.censored and m.before is not None:  # not reached by the last revision: only a lower bound
+            _mark(ax, _revision_x(recs, m.before.revision), f"{name} > {fmt_tokens(m.before.tokens)}", color, y, ls=":")
+        else:
+            _mark(ax, _revision_x(recs, m.revision), f"{name} {fmt_tokens(m.tokens)}", color, y)
     ax.set_ylim(0, 100)
     ax.set_ylabel("BOS heads (% of all heads)")
     f2 = verdicts.get("F2")
     expected = f" (expected {f2.details.expected})" if f2 is not None and f2.details.expected else ""
-    ratio = f"; t_bos50/t_ind {sep.ratio:.3g}x" if sep.ratio is not None else ""
+    lo, hi = sep.bounds
+    ratio = (f"; t_bos50/t_ind {sep.ratio:.3g}x" if sep.ratio is not None else
+             f"; t_bos50/t_ind > {lo:.4g}x (t_bos50 censored)" if sep.censored == ("t_bos50",) else
+             f"; t_bos50/t_ind < {hi:.4g}x (t_induction censored)" if sep.censored == ("t_induction",) else
+             "; both milestones censored" if sep.censored else "")
     ax.set_title(f"{model}: a {shape.shape.upper()}{expected}{ratio}", fontsize=10)
     fig.tight_layout()
     return _png(fig)
 
 
 def induction_figure(records: Sequence[MeasurementRecord], verdicts: Mapping[str, Verdict], model: str = "") -> bytes:
-    """Number of induction heads (>= 50x) and recall of the final circuit against tokens (F3, F4)."""
+    """Number of induction heads (>= SPEC's induction bar) and recall of the final circuit against tokens (F3, F4)."""
     recs = T.by_tokens(records)
     xs = _x([r.tokens_seen for r in recs])  # type: ignore[misc]
     counts = [len(induction_circuit(r.all_head_selectivity, SPEC.induction)) for r in recs]
     fig = MplFigure(figsize=(5.5, 3.4))
     ax = fig.add_subplot()
-    ax.step(xs, counts, where="post", color=SEL_COLOR, lw=2, label="induction heads (>= 50x)")
+    ax.step(xs, counts, where="post", color=SEL_COLOR, lw=2, label=f"induction heads (>= {SPEC.induction:g}x)")
     ax.plot(xs, counts, "o", color=SEL_COLOR)
     ax.axhline(SPEC.induction_min_heads, color=SEL_COLOR, lw=0.8, ls=":")
     ax.set_ylabel("induction heads", color=SEL_COLOR)
@@ -168,7 +176,7 @@ def induction_figure(records: Sequence[MeasurementRecord], verdicts: Mapping[str
         ax.text(limit, 0.03, f"{100 * f4.max_fraction:g}% of training ", transform=ax.get_xaxis_transform(),
                 ha="right", fontsize=7, color="green")
     computed = f4.computed if f4 is not None else None
-    _mark(ax, _revision_x(recs, computed.revision if computed else None), "recall >= 2/3", "black", 0.85)
+    _mark(ax, _revision_x(recs, computed.revision if computed else None), f"recall >= {fmt_share(SPEC.recall_level)}", "black", 0.85)
     paper = f4.paper_table if f4 is not None else None
     if paper is not None and paper.revision and paper.revision != (computed.revision if computed else None):
         _mark(ax, _revision_x(recs, paper.revision), "paper table", "gray", 0.72)
@@ -184,7 +192,7 @@ def pr_figure(records: Sequence[MeasurementRecord], verdicts: Mapping[str, Verdi
         return _message_figure(f"{model}: no per-head PR in these records, so F5 cannot be drawn")
     res = T.pr_lead(recs)
     if not res.heads:
-        return _message_figure(f"{model}: no induction head (>= 50x) at the final revision")
+        return _message_figure(f"{model}: no induction head (>= {SPEC.induction:g}x) at the final revision")
     xs = _x([r.tokens_seen for r in recs])  # type: ignore[misc]
     d_head = recs[-1].d_head
     bar = 1 + res.fraction * (d_head - 1)
@@ -205,19 +213,19 @@ def pr_figure(records: Sequence[MeasurementRecord], verdicts: Mapping[str, Verdi
         ax2.set_yscale("log")
         ax2.set_ylabel("induction selectivity (log)", color=SEL_COLOR, fontsize=8)
         _mark(ax, float(xs[lead.elevated.index]) if lead.elevated else None, "PR up", PR_COLOR, 0.97)
-        _mark(ax, float(xs[lead.crossed.index]) if lead.crossed else None, "50x", SEL_COLOR, 0.85)
+        _mark(ax, float(xs[lead.crossed.index]) if lead.crossed else None, f"{SPEC.induction:g}x", SEL_COLOR, 0.85)
         verdict = "ok" if lead.holds else "FAILS"
         lead_txt = f", {lead.lead:.3g}x earlier" if lead.lead and lead.lead > 1 else ""
         ax.set_title(f"{lead.head}: {verdict}{lead_txt}", fontsize=9, color="black" if lead.holds else "red")
         ax.tick_params(labelsize=7)
         ax2.tick_params(labelsize=7)
-    fig.suptitle(f"{model}: PR (green, bar {bar:.3g}) vs induction selectivity (red, bar 50x)", fontsize=10)
+    fig.suptitle(f"{model}: PR (green, bar {bar:.3g}) vs induction selectivity (red, bar {SPEC.induction:g}x)", fontsize=10)
     fig.tight_layout()
     return _png(fig)
 
 
 def label_grid_figure(record: MeasurementRecord, model: str = "") -> bytes:
-    """Layer x head grid of head labels at one revision; BOS heads dotted; layers 0-1 outlined (F1)."""
+    """Layer x head grid of head labels at one revision; BOS heads dotted; F1's layers outlined."""
     labels = head_labels(record.all_head_selectivity, SPEC.label)
     classes = list(HEAD_CLASSES) + [UNCLASSIFIED]
     grid = np.zeros((record.n_layers, record.n_heads), dtype=int)
@@ -237,7 +245,9 @@ def label_grid_figure(record: MeasurementRecord, model: str = "") -> bytes:
     for key in induction_circuit(record.all_head_selectivity, SPEC.induction):
         l, h = parse_head_key(key)
         ax.add_patch(Rectangle((h - 0.5, l - 0.5), 1, 1, fill=False, ec=CLASS_COLORS["induction"], lw=2.2))
-    ax.add_patch(Rectangle((-0.5, -0.5), record.n_heads, min(2, record.n_layers), fill=False, ec="black", lw=2.5))
+    for layer in SPEC.f1_layers:  # F1's layers, outlined
+        if layer < record.n_layers:
+            ax.add_patch(Rectangle((-0.5, layer - 0.5), record.n_heads, 1, fill=False, ec="black", lw=2.5))
     early = T.early_layer_bos_heads(record)
     ax.set_xlabel("head")
     ax.set_ylabel("layer")
@@ -247,7 +257,7 @@ def label_grid_figure(record: MeasurementRecord, model: str = "") -> bytes:
     handles = [Patch(color=CLASS_COLORS[c], label=c) for c in present]
     handles += _grid_marker_handles()
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=7, frameon=False)
-    ax.set_title(f"{model} @ {record.revision}\nlayers 0-1 (outlined): {len(early)} BOS heads", fontsize=9,
+    ax.set_title(f"{model} @ {record.revision}\nlayers {fmt_layers(SPEC.f1_layers)} (outlined): {len(early)} BOS heads", fontsize=9,
                  color="red" if early else "black")
     fig.tight_layout()
     return _png(fig)
@@ -257,9 +267,9 @@ def _grid_marker_handles() -> list[Any]:
     """Legend entries for the BOS-head dot and the induction-circuit outline."""
     from matplotlib.lines import Line2D
 
-    return [Line2D([], [], marker="o", ls="", ms=4, mfc="white", mec="black", label="first-token >= 30x (BOS)"),
+    return [Line2D([], [], marker="o", ls="", ms=4, mfc="white", mec="black", label=f"first-token >= {SPEC.bos:g}x (BOS)"),
             Line2D([], [], marker="s", ls="", ms=7, mfc="none", mec=CLASS_COLORS["induction"], mew=2,
-                   label="induction >= 50x")]
+                   label=f"induction >= {SPEC.induction:g}x")]
 
 
 def ablation_figure(verdicts: Mapping[str, Verdict], model: str = "") -> bytes:
@@ -287,7 +297,8 @@ def ablation_figure(verdicts: Mapping[str, Verdict], model: str = "") -> bytes:
     ax.set_ylabel("top-1 at the query (%)")
     ax.set_ylim(0, max(pct) * 1.2 or 1)
     ax.tick_params(axis="x", labelsize=8)
-    ax.set_title(f"{model}: ablation at {v.revision}", fontsize=9)
+    measured = f" (measured on {v.measured_on})" if v.measured_on and v.measured_on != v.revision else ""
+    ax.set_title(f"{model}: ablation at {v.revision}{measured}", fontsize=9)
     fig.tight_layout()
     return _png(fig)
 
@@ -301,16 +312,23 @@ def model_figures(records: Sequence[MeasurementRecord], verdicts: Mapping[str, V
     final = recs[-1]
     causal = verdicts.get("causal")
     random_note = causal.details.random_matched_to if causal is not None else None
+    f4 = verdicts.get("F4")
+    shaded = f4.details.max_fraction if f4 is not None else SPEC.f4_max_fraction
+    induction, bos = f"{SPEC.induction:g}x", f"{SPEC.bos:g}x"
     return [
-        Figure("bos_fraction", "BOS fraction", "Share of heads with first-token selectivity >= 30x; dashed lines: "
-               "t_induction (>= 3 heads at >= 50x) and t_bos50 (BOS fraction >= 50%). F2, F3.",
-               bos_figure(recs, verdicts, model)),
-        Figure("induction_heads", "Induction heads", "Heads at induction selectivity >= 50x (steps) and recall of the "
-               "final circuit (squares); shaded: the first 2.5% of training. F4.", induction_figure(recs, verdicts, model)),
+        Figure("bos_fraction", "BOS fraction", f"Share of heads with first-token selectivity >= {bos}; dashed lines: "
+               f"t_induction (>= {SPEC.induction_min_heads} heads at >= {induction}) and t_bos50 (BOS fraction >= "
+               f"{fmt_pct(SPEC.bos_level)}); dotted with '>': a milestone not reached by the last revision "
+               "(right-censored). F2, F3.", bos_figure(recs, verdicts, model)),
+        Figure("induction_heads", "Induction heads", f"Heads at induction selectivity >= {induction} (steps) and recall "
+               f"of the final circuit (squares); shaded: the first {fmt_pct(shaded)} of training. F4.",
+               induction_figure(recs, verdicts, model)),
         Figure("pr_lead", "PR vs induction selectivity", "Each final induction head: participation ratio (green) and "
-               "induction selectivity (red); dashed: PR elevation and 50x crossing. F5.", pr_figure(recs, verdicts, model)),
-        Figure("label_grid", f"Head labels at {final.revision}", "Best class per head (>= 30x); dots: BOS heads; "
-               "red squares: induction heads (>= 50x); black outline: layers 0-1, which F1 says hold no BOS head.", label_grid_figure(final, model)),
+               f"induction selectivity (red); dashed: PR elevation and {induction} crossing. F5.",
+               pr_figure(recs, verdicts, model)),
+        Figure("label_grid", f"Head labels at {final.revision}", f"Best class per head (>= {SPEC.label:g}x); dots: BOS "
+               f"heads (first-token >= {bos}); red squares: induction heads (>= {induction}); black outline: layers "
+               f"{fmt_layers(SPEC.f1_layers)}, which F1 says hold no BOS head.", label_grid_figure(final, model)),
         Figure("ablation", "Ablation", "Top-1 for the induction target b with heads zeroed. Matched random: "
                f"{random_note or 'n/a'}.", ablation_figure(verdicts, model)),
     ]

@@ -25,10 +25,10 @@ import pytest
 
 from headwatch.fixtures.provider import Provider
 
+from .check import PYTEST_OUTCOME
 from .figures import model_figures
 from .report_data import (
-    CONSISTENT, FAILS, HOLDS, MISMATCH, NA, NOT_JUDGED, VACUOUS, XFAIL, XPASS, model_report, population_parts,
-    verdict_cell,
+    FAILS, HOLDS, MISMATCH, VACUOUS, XFAIL, XPASS, model_report, population_parts, verdict_cell,
 )
 from .report_render import fragment
 
@@ -81,7 +81,7 @@ def disagrees(status: str, counts: Counter) -> bool:
         return not bad
     if status == XFAIL:
         return not counts.get("xfailed")
-    if status in (NA, CONSISTENT, NOT_JUDGED):  # skips: a pass or a failure would contradict them
+    if status in {s.words for s, o in PYTEST_OUTCOME.items() if o == "skip"}:  # a pass or a failure would contradict them
         return bool(bad or counts.get("passed"))
     return False
 

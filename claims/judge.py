@@ -19,13 +19,13 @@ from collections.abc import Sequence
 from headwatch.probes.record import MeasurementRecord, parse_head_key, TRAINING_PROVENANCE
 from headwatch.probes.selectivity import bos_heads, induction_circuit
 from headwatch.spec import CLAIMS, FORMATION, SPEC, Expectations, Thresholds
-from headwatch.stats import CLOPPER_PEARSON, FISHER, REVISION_GRID, clopper_pearson, finite_or_none
+from headwatch.stats import FISHER, NESTED_DRAW, REVISION_GRID, clopper_pearson, finite_or_none
 
 from . import trajectory as T
 from .verdict import (
     CausalDetails, F1Details, F1Violation, F2Details, F3Details, F3Sensitivity, F4Computed, F4Details,
     F4PaperTable, F5Details, F5Head, F5Sensitivity, FormationDetails, KeyFigure, Point, RecallAt, Status,
-    Verdict, check_deviation, fmt_interval, plain,
+    Verdict, DeclaredOutcome, declared_outcome, fmt_interval, fmt_layers, fmt_number, fmt_share, plain, GRID, OPEN,
 )
 
 __all__ = ["CLAIMS", "judge_model", "judge_f1", "judge_f1_revision", "judge_f2", "judge_f3", "judge_f4",
@@ -72,10 +72,6 @@ def _with_interval(value: float, interval: tuple | None) -> str:
     return f"{value:.3g}x" + (f" {fmt_interval(interval)}" if interval is not None else "")
 
 
-def _layers_txt(layers: Sequence[int]) -> str:
-    return "/".join(str(l) for l in layers)
-
-
 # ---- F1 ---------------------------------------------------------------------------------------
 
 
@@ -85,13 +81,14 @@ def _early_heads(record: MeasurementRecord, layers: Sequence[int]) -> list[str]:
 
 
 def _early_peak(records: Sequence[MeasurementRecord], layers: Sequence[int]
-                ) -> tuple[str | None, float | None, MeasurementRecord | None]:
-    """The head in ``layers`` with the highest first-token selectivity over ``records``, and its record."""
-    best: tuple[str | None, float | None, MeasurementRecord | None] = (None, None, None)
+                ) -> tuple[str, float, MeasurementRecord] | None:
+    """The head in ``layers`` with the highest first-token selectivity over ``records`` (the first
+    such in token order on ties), its selectivity and its record; None when no record has those layers."""
+    best: tuple[str, float, MeasurementRecord] | None = None
     for r in records:
         for h in _early_heads(r, layers):
             sel = r.all_head_selectivity[h]["first-token"]
-            if best[1] is None or sel > best[1]:
+            if best is None or sel > best[1]:
                 best = (h, sel, r)
     return best
 
@@ -114,11 +111,15 @@ def _f1_key(violations: Sequence[F1Violation], record: MeasurementRecord, layers
 
 def _f1_figure(records: Sequence[MeasurementRecord], layers: Sequence[int], threshold: float
                ) -> tuple[KeyFigure, str | None, MeasurementRecord | None]:
-    top, peak, rec = _early_peak(records, layers)
-    interval = rec.selectivity_interval(top, "first-token") if rec is not None and top is not None else None
-    method = (rec.intervals.methods.get("selectivity", "") if interval is not None and rec.intervals
-              else (rec.no_interval_reason() if rec is not None else ""))
-    return (KeyFigure(f"largest layer-{_layers_txt(layers)} first-token selectivity", _round(peak, 3), threshold,
+    quantity = f"largest layer-{fmt_layers(layers)} first-token selectivity"
+    peak = _early_peak(records, layers)
+    if peak is None:
+        return KeyFigure(quantity, None, threshold, method="no head in these layers"), None, None
+    top, value, rec = peak
+    interval = rec.selectivity_interval(top, "first-token")
+    method = (rec.no_interval_reason() if interval is None
+              else rec.intervals.methods.get("selectivity", ""))  # type: ignore[union-attr]
+    return (KeyFigure(quantity, _round(value, 3), threshold,
                       None if interval is None else (_round(interval[0], 3), _round(interval[1], 3)), method),
             top, rec)
 
@@ -152,12 +153,13 @@ def judge_f1_revision(record: MeasurementRecord, spec: Thresholds = SPEC) -> Ver
     upper = _highest_upper_bound([record], layers)
     status = _f1_status(bool(heads), anywhere, upper, threshold)
     if heads:
-        message = (f"{len(heads)} BOS head(s) in layers {_layers_txt(layers)} at {where}: "
+        message = (f"{len(heads)} BOS head(s) in layers {fmt_layers(layers)} at {where}: "
                    + ", ".join(f"{h} (first-token {v}x)" for h, v in sel.items()))
     else:
-        shown = figure.value if figure.value is not None else float("nan")
-        message = (f"no BOS head in layers {_layers_txt(layers)} at {where}; highest first-token selectivity "
-                   f"there: {top} {_with_interval(shown, figure.interval)} (< {threshold:g}; {figure.method})")
+        message = f"no BOS head in layers {fmt_layers(layers)} at {where}"
+        if figure.value is not None:  # None: the model has none of these layers
+            message += (f"; highest first-token selectivity there: {top} {_with_interval(figure.value, figure.interval)} "
+                        f"(< {threshold:g}; {figure.method})")
     message += _f1_caveat(status, upper, threshold)
     violations = (F1Violation(record.revision, record.tokens_seen, tuple(heads)),) if heads else ()
     details = F1Details(layers=tuple(layers), threshold=threshold, peak_selectivity=figure.value, peak_head=top,
@@ -184,13 +186,13 @@ def judge_f1(records: Sequence[MeasurementRecord], spec: Thresholds = SPEC) -> V
     status = _f1_status(bool(bad), anywhere, upper, threshold)
     figure, top, rec = _f1_figure(recs, layers, threshold)
     if bad:
-        message = (f"BOS heads in layers {_layers_txt(layers)} at "
+        message = (f"BOS heads in layers {fmt_layers(layers)} at "
                    + "; ".join(f"{v.revision}: {', '.join(v.heads)}" for v in bad))
     else:
-        message = f"no BOS head in layers {_layers_txt(layers)} at any of {len(per_rev)} revisions"
+        message = f"no BOS head in layers {fmt_layers(layers)} at any of {len(per_rev)} revisions"
     if figure.value is not None:
         message += (f"; highest first-token selectivity there {_with_interval(figure.value, figure.interval)} "
-                    f"({top} at {rec.revision if rec else '?'}; bar {threshold:g}; {figure.method})")
+                    f"({top} at {rec.revision}; bar {threshold:g}; {figure.method})")  # type: ignore[union-attr]
     if vacuous and status is not Status.HOLDS_VACUOUSLY:
         message += f"; vacuous at {len(vacuous)} of {len(per_rev)} revisions (no BOS head in any layer)"
     message += _f1_caveat(status, upper, threshold)
@@ -237,20 +239,36 @@ def judge_f2(records: Sequence[MeasurementRecord], expect: Expectations = _NONE,
     key = f"{details.shape}: {details.largest_rise_points:.1f} of {details.total_rise_points:.1f} pts"
     figure = KeyFigure("largest adjacent rise / total rise of the BOS fraction", details.share, step_share,
                        method="no interval (the shape of a curve on the revision grid)")
-    return Verdict("F2", Status.of(holds), f"BOS fraction is a {shape.shape}: {rise_txt}; {expected_txt}",
+    shape_txt = "flat" if shape.shape == "flat" else f"a {shape.shape}"
+    return Verdict("F2", Status.of(holds), f"BOS fraction is {shape_txt}: {rise_txt}; {expected_txt}",
                    details, key=key, margin=margin, figure=figure)
 
 
 # ---- F3 ---------------------------------------------------------------------------------------
 
 
+def _bracket_txt(m: T.Milestone) -> str:
+    """'(10B, 23B]' on the revision grid; '(209B, inf)' for a right-censored milestone."""
+    lo, hi = m.bracket
+    return f"({fmt_tokens(lo)}, " + (f"{fmt_tokens(hi)}]" if math.isfinite(hi) else "inf)")
+
+
+def _milestone_txt(name: str, m: T.Milestone) -> str:
+    if m.censored:  # then ``before`` is the last revision
+        return (f"{name} not reached by the last revision {m.before.revision}: right-censored, "  # type: ignore[union-attr]
+                f"in {_bracket_txt(m)}")
+    return f"{name} at {m.revision}, in {_bracket_txt(m)}"
+
+
 def judge_f3(records: Sequence[MeasurementRecord], expect: Expectations = _NONE, spec: Thresholds = SPEC) -> Verdict:
     """F3: for DCLM models, t_bos50 / t_induction >= the bar (10). Not applicable otherwise.
 
-    The revision grid brackets both milestones, so the ratio is only known to lie in [lo, hi]:
-    established (holds) iff lo >= bar; consistent, not established if the point estimate passes
-    and lo < bar; fails if the point estimate is below the bar (the message says when the grid
-    still allows the bar: hi >= bar).
+    Each milestone is known only on the revision grid, in (last revision before, first revision
+    at]; one no revision reaches is right-censored, in (last revision, inf). The ratio then lies in
+    the open interval (lo, hi) = (b0 / i1, b1 / i0) (:class:`~headwatch.claims.trajectory.SeparationResult`)
+    and the verdict follows from it: holds (established) iff lo >= bar; fails iff hi <= bar (the
+    data exclude the claim); consistent, not established where the interval straddles the bar,
+    whatever the point estimate (the first revisions at which each milestone is met).
     """
     min_ratio = expect.min_ratio if expect.f3_min_ratio is not None else spec.f3_min_ratio
     min_heads = spec.induction_min_heads
@@ -264,40 +282,41 @@ def judge_f3(records: Sequence[MeasurementRecord], expect: Expectations = _NONE,
     for k in spec.f3_sensitivity_heads:
         s = separation(k)
         sensitivity[str(k)] = F3Sensitivity(_point(s.induction.point), _round(s.ratio))
-    bounds = sep.bounds
-    interval = None if bounds is None else (_round(bounds[0]), _round(finite_or_none(bounds[1])))
-    ratio_txt = (f"t_bos50 / t_induction = {fmt_tokens(sep.bos.tokens)} / {fmt_tokens(sep.induction.tokens)}"
-                 + (f" = {sep.ratio:.3g}" if sep.ratio is not None else " (undefined)"))
-    grid_txt = ""
-    if bounds is not None:
-        ib, bb = sep.induction.bracket, sep.bos.bracket
-        grid_txt = (f"; on the revision grid t_induction is in ({fmt_tokens(ib[0])}, {fmt_tokens(ib[1])}] and t_bos50 in "
-                    f"({fmt_tokens(bb[0])}, {fmt_tokens(bb[1])}], so the ratio is in {fmt_interval(interval)}")
-    where = (f"t_induction at {sep.induction.revision or 'no revision'} (>= {min_heads} heads at induction "
-             f">= {spec.induction:g}), t_bos50 at {sep.bos.revision or 'no revision'}")
+    lo, hi = sep.bounds
+    interval = (_round(finite_or_none(lo)), _round(finite_or_none(hi)))
+    # t_induction at a 0-token revision (induction heads at initialization): the ratio is infinite
+    interval_txt = fmt_interval(interval, ends=OPEN) if math.isfinite(lo) else "inf (t_induction at 0 tokens)"
+    if sep.ratio is not None:
+        ratio_txt = (f"t_bos50 / t_induction = {fmt_tokens(sep.bos.tokens)} / {fmt_tokens(sep.induction.tokens)}"
+                     f" = {sep.ratio:.3g}")
+    else:
+        ratio_txt = "t_bos50 / t_induction has no point estimate (" + (
+            " and ".join(f"{c} right-censored" for c in sep.censored) or "t_induction at 0 tokens") + ")"
+    where = (f"{_milestone_txt('t_induction', sep.induction)} (>= {min_heads} heads at induction >= {spec.induction:g}); "
+             f"{_milestone_txt('t_bos50', sep.bos)} (BOS fraction >= {spec.bos_level:g}); so the ratio is in {interval_txt}")
     established = None
     if not expect.dclm:
         status, verdict = Status.NOT_APPLICABLE, "not a DCLM model: F3 does not apply"
-    elif sep.ratio is None or bounds is None:
-        status, verdict = Status.FAILS, "a milestone is never reached, so the separation cannot be shown"
-    elif bounds[0] >= min_ratio:
-        status, verdict, established = Status.HOLDS, f"established: the lower bound {bounds[0]:.3g} >= {min_ratio:g}", True
-    elif sep.ratio >= min_ratio:
-        status, established = Status.CONSISTENT_NOT_ESTABLISHED, False
-        verdict = f"consistent, not established: the point estimate passes (>= {min_ratio:g}) but the lower bound is {bounds[0]:.3g}"
-    else:
+    elif lo >= min_ratio:
+        status, established = Status.HOLDS, True
+        verdict = f"established: the lower bound {fmt_number(lo)} >= {min_ratio:g}"
+    elif hi <= min_ratio:
         status, established = Status.FAILS, False
-        verdict = (f"needs >= {min_ratio:g}" + (f" (the grid allows up to {bounds[1]:.3g}: not excluded either)"
-                                                 if bounds[1] >= min_ratio else f"; excluded: hi {bounds[1]:.3g} < {min_ratio:g}"))
+        verdict = f"the data exclude the claim: the upper bound {fmt_number(hi)} <= {min_ratio:g}"
+    else:
+        status, established = Status.CONSISTENT_NOT_ESTABLISHED, False
+        verdict = (f"consistent, not established: the interval straddles {min_ratio:g} (lower bound {fmt_number(lo)}"
+                   + (f"; the point estimate {'passes' if sep.ratio >= min_ratio else 'does not'}"
+                      if sep.ratio is not None else "") + ")")
     details = F3Details(applies=expect.dclm, ratio=_round(sep.ratio), min_ratio=min_ratio,
                         t_induction=_point(sep.induction.point), t_bos50=_point(sep.bos.point),
                         milestone_heads=min_heads, sensitivity_milestone_heads=sensitivity,
                         t_induction_before=_point(sep.induction.before), t_bos50_before=_point(sep.bos.before),
-                        ratio_interval=interval, established=established)
-    ratio = "never" if details.ratio is None else f"{details.ratio:.3g}x {fmt_interval(interval)}"
-    figure = KeyFigure("t_bos50 / t_induction (tokens)", details.ratio, min_ratio, interval,
-                       REVISION_GRID if interval is not None else "a milestone is never reached")
-    return Verdict("F3", status, f"{ratio_txt}; {where}{grid_txt}; {verdict}", details,
+                        ratio_interval=interval, established=established, censored=sep.censored)
+    ratio = (f"{details.ratio:.3g}x " if details.ratio is not None else "censored ") + interval_txt
+    method = REVISION_GRID + "".join(f"; {c} right-censored after the last revision" for c in sep.censored)
+    figure = KeyFigure("t_bos50 / t_induction (tokens)", details.ratio, min_ratio, interval, method, ends=OPEN)
+    return Verdict("F3", status, f"{ratio_txt}; {where}; {verdict}", details,
                    key=ratio if expect.dclm else f"{ratio} (not DCLM)",
                    margin=None if sep.ratio is None else _round(sep.ratio - min_ratio), figure=figure)
 
@@ -321,8 +340,13 @@ def judge_f4(records: Sequence[MeasurementRecord], expect: Expectations = _NONE,
     Two readings (docs/statistics.md): *uniform* (every revision's heads at the induction
     threshold, SPEC's stated definition, which decides the verdict) and *intermediate* (the final
     circuit at the induction threshold, heads at earlier revisions counted at the head-label
-    threshold). Where the panel declares ``paper_f4_tokens``, both are compared with the paper's
-    table: the report says which reading reproduces it.
+    threshold). The recall point is known on the revision grid only, as a fraction of training in
+    (last revision before, first revision at]: holds (established) iff the upper end <= the bar;
+    fails iff the lower end >= the bar (the data exclude the claim); consistent, not established
+    where the bracket straddles the bar. (The recall point cannot be right-censored: the final
+    circuit is the last revision's, so recall is 1 there.) Where the panel declares
+    ``paper_f4_tokens``, both readings are compared with the paper's table: the report says which
+    reading reproduces it.
     """
     level = spec.recall_level
     max_fraction = expect.max_fraction if expect.f4_max_fraction is not None else spec.f4_max_fraction
@@ -343,22 +367,27 @@ def judge_f4(records: Sequence[MeasurementRecord], expect: Expectations = _NONE,
             reproduced=UNIFORM_READING in by, reproduced_by=by,
         )
     margin = None
-    if not conv.final_circuit:
+    if conv.point is None:  # only without a final circuit: recall is 1 at the final revision
         status, message = Status.NOT_APPLICABLE, f"the final revision has no induction head (>= {spec.induction:g}x): recall is undefined"
-    elif conv.point is None:
-        status, message = Status.FAILS, f"recall never reaches {level:.3g} before the final revision"
     else:
         frac = conv.fraction_of_total
-        status = Status.of(frac <= max_fraction)
+        lo, hi = conv.fraction_bounds
         margin = _round(max_fraction - frac, 6)
-        message = (f"recall of the final circuit ({', '.join(conv.final_circuit)}) first >= {level:.3g} at "
+        grid = f"({100 * lo:.3g}%, {100 * hi:.3g}%]"
+        if hi <= max_fraction:
+            status, decided = Status.HOLDS, f"established: the upper end {100 * hi:.3g}% <= {100 * max_fraction:g}%"
+        elif lo >= max_fraction:
+            status, decided = Status.FAILS, f"the data exclude the claim: the lower end {100 * lo:.3g}% >= {100 * max_fraction:g}%"
+        else:
+            status = Status.CONSISTENT_NOT_ESTABLISHED
+            decided = f"consistent, not established: the grid's bracket straddles {100 * max_fraction:g}%"
+        message = (f"recall of the final circuit ({', '.join(conv.final_circuit)}) first >= {fmt_share(level)} at "
                    f"{conv.point.point.revision} ({fmt_tokens(conv.point.point.tokens)} tokens = "
-                   f"{100 * frac:.2f}% of {fmt_tokens(conv.total_tokens)}, on the grid in "
-                   f"({100 * computed.fraction_interval[0]:.3g}%, {100 * computed.fraction_interval[1]:.3g}%]; "
-                   f"found {', '.join(conv.point.found)}); needs <= {100 * max_fraction:g}%")
-        if intermediate is not None:
-            message += (f"; intermediate-{spec.label:g}x reading: {intermediate.revision} "
-                        f"({100 * intermediate.fraction_of_total:.2f}%)")
+                   f"{100 * frac:.2f}% of {fmt_tokens(conv.total_tokens)}, on the grid in {grid}; "
+                   f"found {', '.join(conv.point.found)}); needs <= {100 * max_fraction:g}%: {decided}")
+        assert intermediate is not None  # the same final circuit: found at the final revision at the latest
+        message += (f"; intermediate-{spec.label:g}x reading: {intermediate.revision} "
+                    f"({100 * intermediate.fraction_of_total:.2f}%)")
     if paper is not None:
         message += (f"; paper table: {fmt_tokens(paper_tokens)} ({100 * paper.fraction_of_total:.2f}%), "
                     + (f"recall there {paper.recall_there:.3g}" if paper.recall_there is not None
@@ -366,7 +395,7 @@ def judge_f4(records: Sequence[MeasurementRecord], expect: Expectations = _NONE,
                     + (f" - reproduced by the {' and the '.join(paper.reproduced_by)} reading"
                        if paper.reproduced_by else " - reproduced by neither reading"))
     if computed is None:
-        key = "no final circuit" if not conv.final_circuit else "never"
+        key = "no final circuit"
     else:
         key = f"{100 * computed.recall:.0f}% at {100 * computed.fraction_of_total:.2g}% of tokens"
         if paper is not None:
@@ -380,97 +409,99 @@ def judge_f4(records: Sequence[MeasurementRecord], expect: Expectations = _NONE,
         computed=computed, paper_table=paper, reproduces=reproduces,
         final_circuit=tuple(conv.final_circuit), total_tokens=conv.total_tokens, level=level,
         max_fraction=max_fraction, recall_series=series, intermediate=intermediate,
-        intermediate_holds=None if intermediate is None else intermediate.fraction_of_total <= max_fraction,
+        intermediate_holds=None if conv_mid.point is None else conv_mid.fraction_of_total <= max_fraction,
     )
     figure = KeyFigure("fraction of training tokens at the recall point", computed.fraction_of_total if computed else None,
                        max_fraction, computed.fraction_interval if computed else None,
-                       REVISION_GRID if computed else "recall never reached")
+                       REVISION_GRID if computed else "no final circuit", ends=GRID)
     return Verdict("F4", status, message, details, key=key, margin=margin, figure=figure)
 
 
 # ---- F5 ---------------------------------------------------------------------------------------
 
 
-def _head(l: T.HeadLead, null: T.HeadNull | None) -> F5Head:
+def _head(l: T.HeadLead, null: T.HeadNull) -> F5Head:
     return F5Head(l.head, _point(l.elevated), _point(l.crossed), _round(l.lead), l.holds,
-                  level_null_share=_round(null.level_null_share) if null else None,
-                  rises=null.rises if null else None,
-                  rise_null_share=_round(null.rise_null_share) if null else None)
+                  level_null_share=_round(null.level_null_share), rises=null.rises,
+                  rise_null_share=_round(null.rise_null_share), timing=l.timing,
+                  before_null_share=_round(null.before_null_share))
 
 
 def judge_f5(records: Sequence[MeasurementRecord], spec: Thresholds = SPEC) -> Verdict:
     """F5: every final induction head has elevated PR at or before it first crosses the induction bar.
 
-    Beside SPEC's level rule: its null share (the mean, over the final heads, of the share of ALL
-    heads that pass against that head's crossing revision; above ``f5_null_share_max`` F5 is not
-    informative: consistent, not established) and the rise rule with its own null share (reported).
+    Beside SPEC's level rule, its null: the exact probability that as many heads drawn at random
+    (distinct, from all heads), each tested against one final head's crossing revision, would ALL
+    pass too (:func:`headwatch.claims.trajectory.f5_null`). F5 holds only where that probability
+    is below ``f5_null_alpha``; a pass that random heads match as often is consistent, not
+    established ("not informative"). Heads elevated strictly before their crossing and at the
+    crossing revision itself are reported apart, with the null of "strictly before"; the rise rule
+    and its null are reported, not asserted. No PR in the records: not established.
     """
-    fraction = spec.pr_elevation_fraction
+    fraction, alpha = spec.pr_elevation_fraction, spec.f5_null_alpha
     recs = T.by_tokens(records)
     if not T.has_pr(recs):
         missing = [r.revision for r in recs if r.pr is None or r.d_head <= 1]
-        return Verdict("F5", Status.NOT_APPLICABLE,
-                       f"no per-head PR (or d_head) at revisions {missing}: F5 cannot be judged",
-                       F5Details(fraction=fraction), key="no PR")
+        return Verdict("F5", Status.NOT_ESTABLISHED,
+                       f"not established: no per-head PR (or d_head) at {', '.join(missing)}: F5 needs PR at every revision",
+                       F5Details(fraction=fraction, null_alpha=alpha), key="no PR")
     res = T.pr_lead(recs, fraction, spec.induction)
     sensitivity = {}
     for f in spec.f5_sensitivity_fractions:
         r = T.pr_lead(recs, f, spec.induction)
         sensitivity[f"{f:g}"] = F5Sensitivity(r.holds, tuple(r.failing), len(r.heads) - len(r.failing), len(r.heads))
-    nulls = {n.head: n for n in T.head_nulls(recs, res.heads, fraction, spec.f5_rise_fraction)}
     d_head = recs[-1].d_head
     bar = 1 + fraction * (d_head - 1)
-    margin = null_share = rise_null = rise_holds = informative = None
     if not res.heads:
-        status = Status.NOT_APPLICABLE
-        message = f"the final revision has no induction head (>= {spec.induction:g}x): F5 has no heads to judge"
+        return Verdict("F5", Status.NOT_APPLICABLE,
+                       f"the final revision has no induction head (>= {spec.induction:g}x): F5 has no heads to judge",
+                       F5Details(fraction=fraction, sensitivity=sensitivity, d_head=d_head, pr_bar=bar, null_alpha=alpha),
+                       key="no heads")
+    nulls = {n.head: n for n in T.head_nulls(recs, res.heads, fraction, spec.f5_rise_fraction)}
+    null = T.f5_null(recs, res.heads, fraction, spec.f5_rise_fraction)
+    assert null is not None  # every final induction head crosses, at the final revision at the latest
+    before = tuple(l.head for l in res.heads if l.timing == "before")
+    at = tuple(l.head for l in res.heads if l.timing == "at")
+    parts = []
+    for l in res.heads:
+        assert l.crossed is not None
+        parts.append(f"{l.head}: PR elevated {l.elevated.revision if l.elevated else 'never'}, crosses "
+                     f"{spec.induction:g}x {l.crossed.revision}" + (f" ({l.lead:.3g}x earlier)" if l.lead and l.lead > 1 else "")
+                     + f", {100 * nulls[l.head].level_null_share:.0f}% of all heads elevated by then")
+        if not l.holds:
+            parts[-1] += f" [PR {l.pr_series[l.crossed.index]:.3g} < {bar:.3g} at the crossing]"
+    rise_values = [n.rises for n in nulls.values() if n.rises is not None]
+    rise_holds = all(rise_values) if rise_values else None
+    informative = null.at_or_before < alpha
+    if not res.holds:
+        status = Status.FAILS
+    elif not informative:
+        status = Status.CONSISTENT_NOT_ESTABLISHED
     else:
-        parts = []
-        for l in res.heads:
-            el = f"{l.elevated.revision}" if l.elevated else "never"
-            n = nulls.get(l.head)
-            parts.append(f"{l.head}: PR elevated {el}, crosses {spec.induction:g}x {l.crossed.revision if l.crossed else 'never'}"
-                         + (f" ({l.lead:.3g}x earlier)" if l.lead and l.lead > 1 else "")
-                         + (f", {100 * n.level_null_share:.0f}% of all heads elevated by then" if n else ""))
-            if not l.holds:
-                i = l.crossed.index if l.crossed else -1
-                parts[-1] += f" [PR {l.pr_series[i]:.3g} < {bar:.3g} at the crossing]"
-        shares = [n.level_null_share for n in nulls.values()]
-        null_share = sum(shares) / len(shares) if shares else None
-        rise_values = [n.rises for n in nulls.values() if n.rises is not None]
-        rise_holds = all(rise_values) if rise_values else None
-        rise_shares = [n.rise_null_share for n in nulls.values() if n.rise_null_share is not None]
-        rise_null = sum(rise_shares) / len(rise_shares) if rise_shares else None
-        informative = null_share is not None and null_share <= spec.f5_null_share_max
-        if not res.holds:
-            status = Status.FAILS
-        elif not informative:
-            status = Status.CONSISTENT_NOT_ESTABLISHED
-        else:
-            status = Status.HOLDS
-        message = (f"{len(res.heads) - len(res.failing)}/{len(res.heads)} final induction heads have PR - 1 >= "
-                   f"{fraction:g} x (d_head - 1) (PR >= {bar:.3g}, d_head {d_head}) at or before crossing: "
-                   + "; ".join(parts))
-        if null_share is not None:
-            message += (f"; null share {100 * null_share:.0f}% of all heads pass the same test"
-                        + (f" (> {100 * spec.f5_null_share_max:g}%: F5 not informative)" if not informative else
-                           f" (<= {100 * spec.f5_null_share_max:g}%)"))
-        if rise_holds is not None:
-            message += (f"; rise rule (PR >= {1 + spec.f5_rise_fraction:g}x its first value by the crossing): "
-                        f"{sum(rise_values)}/{len(rise_values)} heads"
-                        + (f", null share {100 * rise_null:.0f}%" if rise_null is not None else ""))
-        gaps = [l.crossed.index - l.elevated.index for l in res.heads if l.crossed and l.elevated]
-        never = any(l.crossed and not l.elevated for l in res.heads)
-        margin = None if never or not gaps else float(min(gaps))
-    details = F5Details(fraction=fraction, heads=tuple(_head(l, nulls.get(l.head)) for l in res.heads),
+        status = Status.HOLDS
+    k = len(res.heads)
+    message = (f"{k - len(res.failing)}/{k} final induction heads have PR - 1 >= {fraction:g} x (d_head - 1) "
+               f"(PR >= {bar:.3g}, d_head {d_head}) at or before crossing ({len(before)} before: "
+               f"{', '.join(before) or 'none'}; {len(at)} at the crossing revision: {', '.join(at) or 'none'}): "
+               + "; ".join(parts)
+               + f"; null: {k} distinct heads drawn at random from all {null.n_heads} would all pass with "
+               f"p = {null.at_or_before:.3g} (exact)"
+               + (f" (>= {alpha:g}: F5 not informative)" if not informative else f" (< {alpha:g})")
+               + f", all strictly before with p = {null.before:.3g}")
+    if rise_holds is not None:  # some head crosses after the first revision: its rise null exists too
+        message += (f"; rise rule (PR >= {1 + spec.f5_rise_fraction:g}x its first value by the crossing): "
+                    f"{sum(rise_values)}/{len(rise_values)} heads, null p = {null.rise:.3g}")
+    gaps = [l.crossed.index - l.elevated.index for l in res.heads if l.elevated]  # type: ignore[union-attr]
+    margin = None if len(gaps) < k else float(min(gaps))  # a head never elevated: no margin
+    details = F5Details(fraction=fraction, heads=tuple(_head(l, nulls[l.head]) for l in res.heads),
                         failing=tuple(res.failing), sensitivity=sensitivity, d_head=d_head, pr_bar=bar,
-                        null_share=_round(null_share), null_share_max=spec.f5_null_share_max, informative=informative,
-                        rise_fraction=spec.f5_rise_fraction, rise_holds=rise_holds, rise_null_share=_round(rise_null))
-    key = f"{len(res.heads) - len(res.failing)} of {len(res.heads)} heads" if res.heads else "no heads"
-    if null_share is not None:
-        key += f" (null {100 * null_share:.0f}%)"
+                        null_p=_sig(null.at_or_before), null_p_before=_sig(null.before), null_alpha=alpha,
+                        informative=informative, before=before, at=at, n_heads_all=null.n_heads,
+                        rise_fraction=spec.f5_rise_fraction, rise_holds=rise_holds,
+                        rise_null_p=None if null.rise is None else _sig(null.rise))
+    key = f"{k - len(res.failing)} of {k} heads ({len(before)} before, {len(at)} at); null p {null.at_or_before:.2g}"
     figure = KeyFigure("fewest revisions by which PR elevation precedes the crossing", margin, 0.0,
-                       method=f"no interval; null share {_pct(null_share, 0)} of all heads pass the same test")
+                       method=f"no interval; {NESTED_DRAW} (the null)", p_value=_sig(null.at_or_before))
     return Verdict("F5", status, message, details, key=key, margin=margin, figure=figure,
                    failing_heads=tuple(res.failing))
 
@@ -482,32 +513,72 @@ def _count_pair(c: T.Top1Count | None) -> tuple[int, int] | None:
     return None if c is None else (c.k, c.n)
 
 
-def judge_causal(records: Sequence[MeasurementRecord], spec: Thresholds = SPEC) -> Verdict:
+def _no_ablation(records: Sequence[MeasurementRecord], spec: Thresholds) -> Verdict:
+    """The causal verdict where no revision carries the circuit ablation: not applicable where the
+    records were measured with ablation off at every revision (the panel's ``ablation = "none"``) or
+    the final circuit is empty (nothing to ablate); otherwise not established (the evidence is missing)."""
+    recs = T.by_tokens(records)
+    if all(r.settings is not None and not r.settings.ablation for r in recs):
+        return Verdict("causal", Status.NOT_APPLICABLE, "the records were measured without ablations "
+                       "(settings.ablation false at every revision: the panel's ablation = \"none\"): causal check not run",
+                       CausalDetails(), key="not run")
+    final = recs[-1]
+    if not induction_circuit(final.all_head_selectivity, spec.induction):
+        return Verdict("causal", Status.NOT_APPLICABLE,
+                       f"no induction head at {final.revision}: nothing to ablate, causal check not applicable",
+                       CausalDetails(), key="not run")
+    return Verdict("causal", Status.NOT_ESTABLISHED,
+                   "not established: no revision carries an induction-circuit ablation (missing: the ablation; "
+                   "measure the final revision with ablation on)", CausalDetails(missing=("induction-circuit ablation",)),
+                   key="no ablation")
+
+
+def _pct2(x: float) -> str:
+    return f"{100 * x:.2f}%"
+
+
+def judge_causal(records: Sequence[MeasurementRecord], expect: Expectations = _NONE, spec: Thresholds = SPEC) -> Verdict:
     """Causal check on the latest revision with ablations: circuit top-1 <= 25% of baseline and
     below the matched-random control, each confirmed by a one-sided Fisher exact test on the top-1
-    counts (p < alpha); the point rules passing without the tests is "consistent, not established"."""
+    counts (p < alpha).
+
+    Fails where a point rule fails (the cut, or circuit >= random); holds where both point rules
+    and both exact tests pass; consistent, not established where the point rules pass and an exact
+    test does not; not established where evidence is missing (no matched-random ablation, no top-1
+    counts, no ablation at all: the message names it); not applicable where the panel says the
+    model has no matched-random control (``no_matched_random``), the records were measured without
+    ablations, or the circuit is empty. The message says which control decided, the revision the
+    ablations were measured on where the record names another (``main``), and the paper's
+    figures beside the record's where the panel gives them (``paper_top1``: "paper reports").
+    """
     max_share, alpha = spec.ablation_max_share, spec.causal_alpha
     rec = T.last_with_ablations(records)
-    v = T.ablation_verdict(rec, max_share, alpha) if rec is not None else None
+    if rec is None:
+        return _no_ablation(records, spec)
+    on = T.ablations_measured_on(rec)
+    at = rec.revision + (f" (ablations measured on {on})" if on != rec.revision else "")
+    v = T.ablation_verdict(rec, max_share, alpha)
     if v is None:
-        return Verdict("causal", Status.NOT_APPLICABLE,
-                       "no revision carries an induction-circuit ablation: causal check not run",
-                       CausalDetails(), key="not run")
+        return Verdict("causal", Status.NOT_ESTABLISHED,
+                       f"not established: at {at} the circuit ablation has no baseline (missing: task metrics)",
+                       CausalDetails(revision=rec.revision, measured_on=on, missing=("baseline task metrics",)),
+                       key="no baseline")
     if not v.circuit_heads:  # ablating nothing tells nothing about a circuit
         return Verdict("causal", Status.NOT_APPLICABLE,
-                       f"the induction circuit ablated at {rec.revision} is empty: causal check not applicable",
-                       CausalDetails(revision=rec.revision), key="not run")
+                       f"the induction circuit ablated at {at} is empty: causal check not applicable",
+                       CausalDetails(revision=rec.revision, measured_on=on), key="not run")
     note = rec.provenance.get("ablation_file", {}).get("relative_to", {}).get("matched_random")
     final_circuit = T.layer_order(induction_circuit(rec.all_head_selectivity, spec.induction))
     share = v.share_of_baseline
     p_rnd, p_base = v.p_vs_random, v.p_vs_baseline
+    has_random = v.random_top1 is not None
     reconstructed = any(c is not None and c.reconstructed for c in (v.baseline_count, v.circuit_count, v.random_count))
-    message = (f"at {rec.revision}: top-1 {100 * v.baseline_top1:.2f}% baseline, {100 * v.circuit_top1:.2f}% with "
+    message = (f"at {at}: top-1 {_pct2(v.baseline_top1)} baseline, {_pct2(v.circuit_top1)} with "
                f"the circuit ({', '.join(v.circuit_heads)}) ablated"
                + (f" = {100 * share:.1f}% of baseline" if share is not None else "")
                + f" (needs <= {100 * max_share:g}%), "
-               + (f"{100 * v.random_top1:.2f}% with {len(v.random_heads)} matched-random heads ablated"
-                  if v.random_top1 is not None else "no matched-random control"))
+               + (f"{_pct2(v.random_top1)} with {len(v.random_heads)} matched-random heads ablated"  # type: ignore[arg-type]
+                  if has_random else "no matched-random control"))
     if v.circuit_count is not None:
         counts = ", ".join(f"{name} {c.k}/{c.n}" for name, c in (("baseline", v.baseline_count), ("circuit", v.circuit_count),
                                                                    ("random", v.random_count)) if c is not None)
@@ -518,13 +589,36 @@ def judge_causal(records: Sequence[MeasurementRecord], spec: Thresholds = SPEC) 
         message += "; top-1 counts unknown (the record states no number of examples): no exact test"
     if note:
         message += f"; NOTE matched-random is matched to {note}"
-    if v.holds:
+    missing = []
+    if not has_random:
+        missing.append("matched-random ablation")
+    if p_base is None or (has_random and p_rnd is None):
+        missing.append("top-1 counts")
+    if not v.cuts_enough:
+        status, decided = Status.FAILS, f"the cut: circuit top-1 is {_pct(share)} of baseline (> {100 * max_share:g}%)"
+    elif has_random and not v.below_random:
+        status, decided = Status.FAILS, "the matched-random control: circuit top-1 is not below it"
+    elif not has_random and expect.no_matched_random:
+        status = Status.NOT_APPLICABLE
+        decided = f"the panel: this model has no matched-random control ({expect.no_matched_random})"
+        missing = [m for m in missing if m != "matched-random ablation"]
+    elif missing:
+        status, decided = Status.NOT_ESTABLISHED, "missing evidence: " + " and ".join(missing)
+    elif v.holds:
         status = Status.HOLDS
-    elif v.holds_at_point:
-        status = Status.CONSISTENT_NOT_ESTABLISHED
-        message += "; consistent, not established: the point rules pass, an exact test does not"
+        decided = f"both controls: baseline p = {p_base:.3g}, matched random p = {p_rnd:.3g} (< {alpha:g})"
     else:
-        status = Status.FAILS
+        weak = [(name, p) for name, p, ok in (("baseline", p_base, v.below_baseline), ("matched random", p_rnd,
+                                                                                     v.beats_random)) if not ok]
+        status = Status.CONSISTENT_NOT_ESTABLISHED
+        decided = ("the exact test against " + " and ".join(f"{name} (p = {p:.3g})" for name, p in weak)
+                   + f", not below {alpha:g}; the point rules pass")
+    message += f"; {status.words}: " + (decided if status is Status.NOT_ESTABLISHED else f"decided by {decided}")
+    paper = expect.paper_top1
+    if paper is not None:
+        message += (f"; paper reports (not in these records, not used): top-1 {_pct2(paper.baseline)} baseline, "
+                    f"{_pct2(paper.circuit)} circuit, {_pct2(paper.matched_random)} matched random"
+                    + (f" (the records' matched random, used: {_pct2(v.random_top1)})" if has_random else ""))  # type: ignore[arg-type]
     intervals = {}
     if rec.intervals is not None:
         named = {"baseline": rec.intervals.task_top1, "circuit": rec.intervals.ablation_top1.get("induction_circuit"),
@@ -539,12 +633,16 @@ def judge_causal(records: Sequence[MeasurementRecord], spec: Thresholds = SPEC) 
         baseline_count=_count_pair(v.baseline_count), circuit_count=_count_pair(v.circuit_count),
         random_count=_count_pair(v.random_count), counts_reconstructed=reconstructed,
         p_vs_random=_sig(p_rnd), p_vs_baseline=_sig(p_base), alpha=alpha, top1_intervals=intervals,
+        measured_on=on, decided_by=decided, missing=tuple(missing),
+        paper_top1=None if paper is None else plain(paper),
     )
     key = f"{_pct(share)} of base"
     if v.random_top1 is not None and v.baseline_top1:
         key += f" (rand {_pct(v.random_top1 / v.baseline_top1)}" + (f", p={p_rnd:.2g})" if p_rnd is not None else ")")
         if note:
             key += " \u2020"  # the control is matched to another head set: the report's footnote says so
+    elif not has_random:
+        key += " (no random control)"
     figure = KeyFigure("circuit-ablated top-1 as a share of baseline", _round(share), max_share,
                        method=FISHER + (" (counts reconstructed from rates x N)" if reconstructed else ""),
                        p_value=_sig(p_rnd))
@@ -632,7 +730,7 @@ def judge_formation(records: Sequence[MeasurementRecord], expect: Expectations =
     measured = (f"{len(heads)} heads >= {spec.induction:g}x at {final.revision}"
                 + (f" (95% interval {fmt_interval(n_iv, 'g')})" if n_iv else "")
                 + f": {heads_txt}; {n_first} at {first.revision}; t_induction {t_txt}; top-1 "
-                + ("unknown" if top1 is None else f"{top1:.3g} {fmt_interval(top1_iv)}")
+                + ("unknown" if top1 is None else f"{top1:.3g} {fmt_interval(top1_iv)}".rstrip())
                 + bos_txt
                 + f"; numeric path: {plain(training) if training else 'not recorded (provenance.training)'}")
     if declared is None:
@@ -682,7 +780,7 @@ def judge_model(records: Sequence[MeasurementRecord], expect: Expectations = _NO
         "F3": judge_f3(recs, expect, spec),
         "F4": judge_f4(recs, expect, total_tokens, spec),
         "F5": judge_f5(recs, spec),
-        "causal": judge_causal(recs, spec),
+        "causal": judge_causal(recs, expect, spec),
     }
     out = {claim: v.declare(expect.declared(claim)) for claim, v in out.items()}
     if expect.formation is None:
@@ -698,22 +796,15 @@ def surprises(verdicts: dict[str, Verdict]) -> int:
     that did not occur, or one that occurred differently from its declaration (key range, revisions
     or heads). Any makes ``headwatch judge`` and ``report`` exit 1."""
     def news(v: Verdict) -> bool:
-        declared = v.declared_deviation
-        if v.status is Status.FAILS:
-            return declared is None or not check_deviation(v, declared).matches
-        return declared is not None and v.holds is True
+        outcome = declared_outcome(v)
+        if outcome is None:  # nothing declared (a failing verdict with a declaration has an outcome)
+            return v.status is Status.FAILS
+        return outcome is not DeclaredOutcome.MATCHED
 
     return sum(1 for v in verdicts.values() if news(v))
 
 
 def status_word(verdict: Verdict) -> str:
-    """A verdict's status in words for a terminal, with declared deviations marked."""
-    word = verdict.status.words
-    if verdict.declared_deviation is not None and verdict.status in (Status.FAILS, Status.HOLDS, Status.HOLDS_VACUOUSLY):
-        if verdict.status is not Status.FAILS:
-            word += " (declared deviation did NOT occur)"
-        elif check_deviation(verdict, verdict.declared_deviation).matches:
-            word += " (declared known deviation)"
-        else:
-            word += " (declared deviation does NOT match)"
-    return word
+    """A verdict's status in words for a terminal, with how a declared deviation turned out."""
+    outcome = declared_outcome(verdict)
+    return verdict.status.words + (f" ({outcome.suffix})" if outcome is not None else "")

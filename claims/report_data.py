@@ -21,14 +21,18 @@ from .figures import Figure, population_figures
 from .judge import judge_model
 from .population import PopulationReport, member_from_verdicts, population_report
 from .sensitivity import SensitivityGrid, sensitivity_grid
-from .verdict import Status, Verdict, check_deviation, fmt_interval
+from .verdict import WORDS, DeclaredOutcome, Status, Verdict, check_deviation, declared_outcome
 
-#: Cell statuses: the verdict vocabulary, plus how a declared deviation turned out, plus "missing".
-HOLDS, VACUOUS, CONSISTENT, FAILS, NA, NOT_JUDGED = (
-    "holds", "holds vacuously", "consistent, not established", "fails", "n/a", "not judged")
-XFAIL, XPASS, MISMATCH, MISSING = "expected deviation", "deviation gone", "deviation mismatch", "missing"
-_OF_STATUS = {Status.HOLDS: HOLDS, Status.HOLDS_VACUOUSLY: VACUOUS, Status.CONSISTENT_NOT_ESTABLISHED: CONSISTENT,
-              Status.FAILS: FAILS, Status.NOT_APPLICABLE: NA, Status.NOT_JUDGED: NOT_JUDGED}
+#: Cell statuses: the verdict vocabulary's words (claims/verdict.py, the one place), how a declared
+#: deviation turned out, and "missing".
+HOLDS, VACUOUS, CONSISTENT, NOT_ESTABLISHED, FAILS, NA, NOT_JUDGED = (
+    s.words for s in (Status.HOLDS, Status.HOLDS_VACUOUSLY, Status.CONSISTENT_NOT_ESTABLISHED, Status.NOT_ESTABLISHED,
+                      Status.FAILS, Status.NOT_APPLICABLE, Status.NOT_JUDGED))
+XFAIL, MISMATCH, XPASS = (o.value for o in (DeclaredOutcome.MATCHED, DeclaredOutcome.MISMATCH, DeclaredOutcome.GONE))
+MISSING = "missing"
+#: Each cell status as the report's table labels it.
+CELL_LABEL: dict[str, str] = {**{s.words: WORDS[s].label for s in Status},
+                              **{o.value: o.label for o in DeclaredOutcome}, MISSING: "not measured"}
 
 CLAIM_TITLES: dict[str, str] = {
     FORMATION: "organism formed as declared",
@@ -82,12 +86,8 @@ def model_report(pm: PanelModel, provider: Provider) -> ModelReport:
 def cell_status(verdict: Verdict) -> str:
     """The verdict's status in words; a declared deviation as 'expected deviation' (it failed as
     declared: xfail), 'deviation mismatch' (it failed otherwise) or 'deviation gone' (it held)."""
-    if verdict.declared_deviation is not None:
-        if verdict.status is Status.FAILS:
-            return XFAIL if check_deviation(verdict, verdict.declared_deviation).matches else MISMATCH
-        if verdict.holds:
-            return XPASS
-    return _OF_STATUS[verdict.status]
+    outcome = declared_outcome(verdict)
+    return outcome.value if outcome is not None else verdict.status.words
 
 
 def rows_of(reports: Sequence[ModelReport]) -> list[str]:
@@ -122,7 +122,7 @@ def summary_rows(reports: Sequence[ModelReport]) -> list[dict[str, Any]]:
                 "model": r.id, "repo": r.repo, "panel": r.panel, "claim": claim, "status": c.status,
                 "key": c.key, "verdict": v.status.value if v else "",
                 "figure": "" if f is None or f.value is None else f.value,
-                "interval": fmt_interval(f.interval) if f else "", "interval_method": f.method if f else "",
+                "interval": f.interval_text() if f else "", "interval_method": f.method if f else "",
                 "p_value": "" if f is None or f.p_value is None else f.p_value,
                 "robust": "" if r.grid is None or claim not in r.grid.robust else r.grid.robust[claim],
                 "declared_deviation": (v.declared_deviation.reason if v and v.declared_deviation else ""),

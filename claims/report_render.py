@@ -24,26 +24,22 @@ from headwatch.spec import SPEC
 from .figures import Figure
 from .population import QUANTITY_WORDS, PopulationReport
 from .report_data import (
-    CLAIM_TITLES, CONSISTENT, FAILS, HOLDS, MISMATCH, MISSING, NA, NOT_JUDGED, VACUOUS, XFAIL, XPASS, ModelReport,
-    rows_of, verdict_cell,
+    CELL_LABEL, CLAIM_TITLES, CONSISTENT, FAILS, HOLDS, MISMATCH, MISSING, NA, NOT_ESTABLISHED, NOT_JUDGED, VACUOUS, XFAIL,
+    XPASS, ModelReport, rows_of, verdict_cell,
 )
-from .verdict import STATUS_WORDS, Status
+from .verdict import WORDS, Status
 
 #: Where to read a status word: colour per status (background, text).
 STATUS_STYLE = {
     HOLDS: ("#e3f5e1", "#17631b"), VACUOUS: ("#eef5ed", "#4d7a50"), CONSISTENT: ("#fbf6dc", "#6b5d00"),
-    FAILS: ("#fde2e1", "#a8140e"), XFAIL: ("#fff2d6", "#8a5a00"), XPASS: ("#fde2e1", "#a8140e"),
-    MISMATCH: ("#fde2e1", "#a8140e"), NA: ("#f1f1f1", "#555"), NOT_JUDGED: ("#ececf6", "#3b3b8a"),
-    MISSING: ("#f1f1f1", "#a8140e"),
+    NOT_ESTABLISHED: ("#f4f0e4", "#6b5d00"), FAILS: ("#fde2e1", "#a8140e"), XFAIL: ("#fff2d6", "#8a5a00"),
+    XPASS: ("#fde2e1", "#a8140e"), MISMATCH: ("#fde2e1", "#a8140e"), NA: ("#f1f1f1", "#555"),
+    NOT_JUDGED: ("#ececf6", "#3b3b8a"), MISSING: ("#f1f1f1", "#a8140e"),
 }
-STATUS_LABEL = {HOLDS: "holds", VACUOUS: "holds vacuously", CONSISTENT: "consistent, not established",
-                FAILS: "FAILS", XFAIL: "expected deviation (xfail)", XPASS: "declared deviation did not occur",
-                MISMATCH: "FAILS, not as declared", NA: "n/a", NOT_JUDGED: "not judged (did not form)",
-                MISSING: "not measured"}
+#: The report's label of each cell status (claims/verdict.py's vocabulary).
+STATUS_LABEL = CELL_LABEL
 #: The grid's cells: a short word per status.
-_GRID_WORD = {s.value: w for s, w in {Status.HOLDS: "holds", Status.HOLDS_VACUOUSLY: "vacuous",
-                                      Status.CONSISTENT_NOT_ESTABLISHED: "consistent", Status.FAILS: "FAILS",
-                                      Status.NOT_APPLICABLE: "n/a", Status.NOT_JUDGED: "not judged"}.items()}
+_GRID_WORD = {s.value: WORDS[s].short for s in Status}
 
 CSS = """
 #headwatch { color: #222; font-size: 13px; max-width: 1360px; }
@@ -241,11 +237,11 @@ def fragment(reports: Sequence[ModelReport], figures: Mapping[str, Sequence[Figu
                                              for r in reports])
     legend = ("Each cell: the judge's verdict (claims/judge.py, the one the claim tests assert), the claim's key number "
               "with its interval where there is one, and the outcome of the claim's tests for that model. Hover a cell "
-              "for the judge's full message. " + "; ".join(f"{w}" for w in STATUS_WORDS.values()) + " are the verdict "
-              "vocabulary (README); consistent, not established: the point estimate passes but its interval or exact "
-              "test does not exclude failing (the claim test skips, saying so). Expected deviation: the panel "
-              "declares the claim a known finding for this model and the measurement matches the declaration "
-              "(strict xfail); deviation mismatch: it fails otherwise than declared.")
+              "for the judge's full message. The verdict vocabulary (README): "
+              + "; ".join(f"{w.label}: {w.meaning}" for w in WORDS.values())
+              + ". A skipped claim test says why in its reason. Expected deviation: the panel declares the claim a "
+              "known finding for this model and the measurement matches the declaration (strict xfail); deviation "
+              "mismatch: it fails otherwise than declared.")
     parts = [f"<style>{CSS}</style>", '<div id="headwatch">',
              f'<nav>Jump to: {nav} <a href="#hw-environment">run environment</a>'
              + (' <a href="#results-table">test list</a>' if test_list else "") + "</nav>",
@@ -272,17 +268,12 @@ def standalone_page(title: str, body: str) -> str:
 
 
 def _pop_cell(status: Status, key: str, message: str, claim: str, member: str) -> str:
-    word = _OF_STATUS_WORD[status]
+    word = status.words
     bg, fg = STATUS_STYLE[word]
     return (f'<td class="cell" data-member="{escape(member, quote=True)}" data-claim="{escape(claim, quote=True)}" '
             f'data-status="{escape(word, quote=True)}" style="background:{bg}" title="{escape(message, quote=True)}">'
             f'<span class="st" style="color:{fg}">{escape(STATUS_LABEL[word])}</span>'
             f'<span class="key">{escape(key) or "&nbsp;"}</span></td>')
-
-
-#: A population cell's status -> the verdict table's status word (and so its colours).
-_OF_STATUS_WORD = {Status.HOLDS: HOLDS, Status.HOLDS_VACUOUSLY: VACUOUS, Status.CONSISTENT_NOT_ESTABLISHED: CONSISTENT,
-                   Status.FAILS: FAILS, Status.NOT_APPLICABLE: NA, Status.NOT_JUDGED: NOT_JUDGED}
 
 
 def population_grid(report: PopulationReport) -> str:
@@ -326,7 +317,7 @@ def population_candidates(report: PopulationReport) -> str:
     rows = []
     for cid, placements in report.placements.items():
         for q, p in placements.items():
-            word = _OF_STATUS_WORD[p.status]
+            word = p.status.words
             label = "OUTLIER" if p.outlier else STATUS_LABEL[word] if p.status is not Status.HOLDS else "within"
             rows.append(f"<tr><td class='nowrap'>{escape(cid)}</td><td>{escape(q)}</td>"
                         f"<td style='color:{STATUS_STYLE[word][1]};font-weight:bold'>{escape(label)}</td>"

@@ -15,6 +15,7 @@ from headwatch.probes.record import MeasurementRecord
 from headwatch.spec import SPEC, Expectations, Thresholds
 
 from .judge import judge_model
+from .verdict import fmt_share
 
 #: (Thresholds field, what it is, the spec field holding its grid).
 KNOBS: tuple[tuple[str, str, str], ...] = (
@@ -37,15 +38,8 @@ class GridSetting:
     def label(self) -> str:
         if self.knob is None:
             return "SPEC"
-        value = f"{self.value:.3g}" if self.knob != "recall_level" else _fraction(self.value)
+        value = f"{self.value:.3g}" if self.knob != "recall_level" else fmt_share(self.value)  # type: ignore[arg-type]
         return f"{dict((k, w) for k, w, _ in KNOBS)[self.knob]} {value}"
-
-
-def _fraction(x: float | None) -> str:
-    for num, den in ((1, 2), (2, 3), (3, 4)):
-        if x is not None and abs(x - num / den) < 1e-9:
-            return f"{num}/{den}"
-    return f"{x:.3g}"
 
 
 @dataclass(frozen=True)

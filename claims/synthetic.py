@@ -126,8 +126,9 @@ def planted_trajectory(
 # ---- the healthy trajectory and its negative controls -----------------------------------------
 
 #: Every claim holds, clear of every bar: a ramp BOS curve reaching 50% at 1e11 tokens, three
-#: induction heads at 1e9 (ratio 100; on the revision grid in [20, 1000]), 2 of the final 3 found at
-#: 1e9 (0.1% of training), PR elevated before each crossing (3 of 32 heads elevated: null share < 10%).
+#: induction heads at 1e9 (ratio 100; on the revision grid in (20, 1000)), 2 of the final 3 found at
+#: 1e9 (0.1% of training), PR elevated at or before each crossing (A before, B at, C before; 2, 2
+#: and 3 of 32 heads elevated by the crossings: 3 random heads would all pass with p = 6.7e-5).
 HEALTHY = dict(
     bos_fractions=(0.0, 0.0625, 0.1875, 0.3125, 0.4375, 0.5, 0.75),
     induction_sets=((), (A, B, D), (A, B, D), (A, B), (A, B), (A, B, C), (A, B, C)),
@@ -174,8 +175,11 @@ NEGATIVE_CONTROLS: dict[str, NegativeControl] = {
         NegativeControl("bos_before_induction", "F3", "BOS fraction >= 50% before 3 induction heads form",
                         lambda: healthy(bos_fractions=(0.0, 0.5, 0.5625, 0.625, 0.6875, 0.75, 0.75),
                                         induction_sets=((), (), (), (A, B, C), (A, B, C), (A, B, C), (A, B, C)))),
-        NegativeControl("bos_never_forms", "F3", "a DCLM model whose BOS fraction never reaches 50%",
-                        lambda: healthy(bos_fractions=(0.0, 0.0625, 0.125, 0.1875, 0.25, 0.3125, 0.375))),
+        NegativeControl("bos_soon_after_induction", "F3",
+                        "BOS fraction reaches 50% one revision after 3 induction heads form (2e10 vs 1e10): "
+                        "the grid bounds the ratio below 2e10 / 3e9 = 6.7",
+                        lambda: healthy(bos_fractions=(0.0, 0.0625, 0.125, 0.1875, 0.5, 0.5625, 0.75),
+                                        induction_sets=((), (), (), (A, B, C), (A, B, C), (A, B, C), (A, B, C)))),
         NegativeControl("circuit_only_at_end", "F4", "the final circuit is found only at the final revision",
                         lambda: healthy(induction_sets=((), (D,), (D,), (D,), (D,), (D,), (A, B, C)))),
         NegativeControl("pr_rises_after_crossing", "F5", "head C crosses 50x at step5 but its PR rises at step6",
@@ -189,6 +193,13 @@ NEGATIVE_CONTROLS: dict[str, NegativeControl] = {
                         lambda: healthy(ablations=Ablations(baseline=0.05, circuit=0.03, random=0.045))),
     )
 }
+
+
+def bos_never_forms() -> list[MeasurementRecord]:
+    """A DCLM trajectory whose BOS fraction never reaches 50% (37.5% at the last revision, 1e12),
+    with 3 induction heads from 1e9 on: t_bos50 is right-censored after 1e12, so the ratio is in
+    (1e12 / 1e9, inf) = (1000, inf): F3 is established, not failed (issue 25)."""
+    return healthy(bos_fractions=(0.0, 0.0625, 0.125, 0.1875, 0.25, 0.3125, 0.375))
 
 
 def controls_for(claim: str) -> list[NegativeControl]:

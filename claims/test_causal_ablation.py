@@ -3,10 +3,13 @@ the matched-random control.
 
 Per model, on the latest revision with ablations. Each comparison is confirmed by a one-sided
 Fisher exact test on the top-1 counts (p < 0.05); point rules passing without the tests is
-"consistent, not established" (a skip). Negative controls: an ablation that hurts no more than
+"consistent, not established" (a skip); missing evidence (no matched-random ablation, no counts)
+is "not established", never a failure. Negative controls: an ablation that hurts no more than
 random; one that leaves most of the baseline.
 """
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 
@@ -14,6 +17,8 @@ from headwatch.claims.check import check_verdict, report
 from headwatch.claims.judge import judge_causal
 from headwatch.claims.synthetic import Ablations, controls_for, healthy
 from headwatch.claims.verdict import Status
+from headwatch.probes.record import ProbeSettings
+from headwatch.spec import Expectations, PaperTop1
 
 
 def test_causal_ablation_of_induction_circuit(request, record_property, model_entry, model_records):
@@ -37,10 +42,62 @@ def test_negative_control_causal_fails(control):
     assert verdict.status is Status.FAILS, f"{control.what}: causal check judged to hold ({verdict.message})"
 
 
-def test_negative_control_causal_needs_random_control():
-    """Cutting top-1 is not enough when there is no matched-random control to beat."""
+def test_causal_without_random_control_is_not_established():
+    """Cutting top-1 is not enough when there is no matched-random control to beat, but a missing
+    control is missing evidence, not a failure: the message names it."""
     verdict = judge_causal(healthy(ablations=Ablations(random=None)))
-    assert verdict.details.cuts_enough is True and verdict.status is Status.FAILS
+    assert verdict.details.cuts_enough is True and verdict.status is Status.NOT_ESTABLISHED
+    assert verdict.details.missing == ("matched-random ablation",) and "missing evidence: matched-random" in verdict.message
+
+
+def test_causal_without_random_control_the_panel_says_does_not_exist_is_not_applicable():
+    verdict = judge_causal(healthy(ablations=Ablations(random=None)),
+                           Expectations(no_matched_random="every head of the circuit's layer is in the circuit"))
+    assert verdict.status is Status.NOT_APPLICABLE and "every head of the circuit's layer" in verdict.message
+
+
+def test_causal_without_counts_is_not_established():
+    recs = healthy()
+    final = recs[-1]
+    final.task = dataclasses.replace(final.task, n=None, top1_count=None)
+    verdict = judge_causal(recs)
+    assert verdict.status is Status.NOT_ESTABLISHED and verdict.details.missing == ("top-1 counts",)
+    assert "circuit < baseline p = n/a" in verdict.message and "not established: missing evidence: top-1 counts" in verdict.message
+
+
+def test_causal_without_any_ablation_is_not_established():
+    verdict = judge_causal(healthy(ablations=None))
+    assert verdict.status is Status.NOT_ESTABLISHED and "no revision carries an induction-circuit ablation" in verdict.message
+
+
+def test_causal_measured_without_ablations_is_not_applicable():
+    """settings.ablation false at every revision: the panel asked for no ablation (ablation = "none")."""
+    recs = healthy(ablations=None)
+    for r in recs:
+        r.settings = ProbeSettings(ablation=False)
+    assert judge_causal(recs).status is Status.NOT_APPLICABLE
+
+
+def test_causal_below_baseline_exact_test_decides():
+    """Circuit 2 vs baseline 8 of 2000 (25%: the cut passes) and vs random 20: below random
+    (p = 0.0002), but not significantly below baseline (p = 0.054): consistent, not established."""
+    verdict = judge_causal(healthy(ablations=Ablations(baseline=0.004, circuit=0.001, random=0.01)))
+    assert verdict.status is Status.CONSISTENT_NOT_ESTABLISHED, verdict.message
+    assert verdict.details.p_vs_baseline == pytest.approx(0.0545, abs=1e-3) and verdict.details.p_vs_random < 0.05
+    assert verdict.details.decided_by.startswith("the exact test against baseline (p = 0.0545)")
+
+
+def test_causal_names_the_revision_the_ablations_were_measured_on_and_the_papers_figures():
+    recs = healthy()
+    recs[-1].provenance["ablation_file"] = {"revision_in_file": "main", "relative_to": {"matched_random": "another set"}}
+    paper = PaperTop1(baseline=0.05, circuit=0.001, matched_random=0.03)
+    verdict = judge_causal(recs, Expectations(paper_top1=paper))
+    assert verdict.message.startswith("at step6 (ablations measured on main):") and verdict.details.measured_on == "main"
+    assert ("paper reports (not in these records, not used): top-1 5.00% baseline, 0.10% circuit, 3.00% matched "
+            "random (the records' matched random, used: 4.00%)") in verdict.message
+    assert verdict.details.paper_top1 == {"baseline": 0.05, "circuit": 0.001, "matched_random": 0.03}
+    assert verdict.details.random_matched_to == "another set" and verdict.key.endswith("\u2020")
+    assert "; NOTE matched-random is matched to another set;" in verdict.message
 
 
 def test_negative_control_causal_empty_circuit_is_not_judged():

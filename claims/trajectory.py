@@ -7,6 +7,7 @@ the panel files and verdicts in :mod:`headwatch.claims.judge`; every default is 
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -15,7 +16,7 @@ from headwatch.probes.participation import is_elevated
 from headwatch.probes.record import MeasurementRecord, TaskMetrics, parse_head_key
 from headwatch.probes.selectivity import bos_fraction, bos_heads, induction_circuit
 from headwatch.spec import SPEC
-from headwatch.stats import count_from_rate, fisher_less
+from headwatch.stats import count_from_rate, fisher_less, nested_draw_probability
 from headwatch.validation import InputError
 
 
@@ -77,7 +78,9 @@ class Milestone:
 
     On the revision grid the milestone is only known to lie in (``before``, ``point``]: after the
     last revision that does not meet it (None: ``point`` is the first revision, so the milestone
-    may lie anywhere from 0 tokens on) and at or before the first that does.
+    may lie anywhere from 0 tokens on) and at or before the first that does. A milestone no
+    revision meets is right-censored: it lies after the last revision (``before``), in
+    (``before``, inf).
     """
 
     what: str
@@ -93,19 +96,24 @@ class Milestone:
         return self.point.revision if self.point else None
 
     @property
-    def bracket(self) -> tuple[float, float] | None:
-        """(tokens of the last revision before, tokens at): 0.0 below the first revision; None if never met."""
-        if self.point is None:
-            return None
-        return (self.before.tokens if self.before else 0.0, self.point.tokens)
+    def censored(self) -> bool:
+        """Not met by the last revision: only a lower bound (the last revision's tokens) is known."""
+        return self.point is None
+
+    @property
+    def bracket(self) -> tuple[float, float]:
+        """The grid's bracket (lo, hi] in tokens: lo 0.0 below the first revision; hi inf when censored."""
+        lo = self.before.tokens if self.before else 0.0
+        return (lo, self.point.tokens if self.point else math.inf)
 
 
 def first_meeting(what: str, points: Sequence[RevisionPoint], meets: Sequence[bool]) -> Milestone:
-    """The milestone at the first point where ``meets`` is true, bracketed by the point before it."""
+    """The milestone at the first point where ``meets`` is true, bracketed by the point before it;
+    right-censored after the last point when none meets it."""
     for i, (p, ok) in enumerate(zip(points, meets)):
         if ok:
             return Milestone(what, p, points[i - 1] if i > 0 else None)
-    return Milestone(what, None)
+    return Milestone(what, None, points[-1] if points else None)
 
 
 def t_induction(
@@ -131,13 +139,24 @@ def t_bos50(
     return first_meeting(f"BOS fraction >= {level:g}", tokens_per_revision(records), meets)
 
 
+def _ratio_bound(num: float, den: float, zero_over_zero: float) -> float:
+    """num / den for bracket ends (num, den >= 0, either may be inf): x / 0 is inf for x > 0, and
+    0 / 0 (both milestones at a 0-token first revision) the uninformative ``zero_over_zero``."""
+    if den == 0:
+        return math.inf if num > 0 else zero_over_zero
+    return num / den
+
+
 @dataclass(frozen=True)
 class SeparationResult:
-    """t_bos50 / t_induction in tokens; ``ratio`` is None when either milestone is never reached.
+    """t_bos50 / t_induction in tokens.
 
-    ``ratio`` is the point estimate (first revisions at which each milestone is met); ``bounds``
-    is what the revision grid allows: t_bos50 in (b0, b1] and t_induction in (i0, i1] give a ratio
-    in (b0 / i1, b1 / i0] (hi infinite when t_induction is met at the first revision).
+    ``ratio`` is the point estimate (the first revisions at which each milestone is met), None when
+    either milestone is right-censored (never met) or t_induction is at 0 tokens. ``bounds`` is what
+    the revision grid allows, the open interval (lo, hi): t_bos50 in (b0, b1] and t_induction in
+    (i0, i1] give lo = b0 / i1 and hi = b1 / i0, with b1 = inf for a censored t_bos50 (hi = inf),
+    i1 = inf for a censored t_induction (lo = 0) and i0 = 0 when t_induction is met at the first
+    revision (hi = inf).
     """
 
     induction: Milestone
@@ -145,12 +164,15 @@ class SeparationResult:
     ratio: float | None
 
     @property
-    def bounds(self) -> tuple[float, float] | None:
-        if self.ratio is None:
-            return None
-        b0, b1 = self.bos.bracket  # type: ignore[misc]
-        i0, i1 = self.induction.bracket  # type: ignore[misc]
-        return (b0 / i1, b1 / i0 if i0 > 0 else float("inf"))
+    def bounds(self) -> tuple[float, float]:
+        b0, b1 = self.bos.bracket
+        i0, i1 = self.induction.bracket
+        return (_ratio_bound(b0, i1, 0.0), _ratio_bound(b1, i0, math.inf))
+
+    @property
+    def censored(self) -> tuple[str, ...]:
+        """The milestones that are right-censored, by name ("t_induction", "t_bos50")."""
+        return tuple(name for name, m in (("t_induction", self.induction), ("t_bos50", self.bos)) if m.censored)
 
 
 def induction_bos_separation(
@@ -210,11 +232,12 @@ def series_shape(values: Sequence[float], step_share: float = SPEC.step_share) -
 
 
 def _as_float(x: Fraction) -> float:
-    """A rational as the nearest float, infinity beyond float's range (a rise over a subnormal total)."""
+    """A positive rational as the nearest float, infinity beyond float's range (a rise over a
+    subnormal total; the share is never negative: a positive total has a positive largest rise)."""
     try:
         return float(x)
     except OverflowError:
-        return float("inf") if x > 0 else float("-inf")
+        return float("inf")
 
 
 def bos_shape(
@@ -325,6 +348,17 @@ class HeadLead:
         return self.elevated is not None and self.elevated.index <= self.crossed.index
 
     @property
+    def timing(self) -> str | None:
+        """"before" (elevated at a revision before the crossing), "at" (at the crossing revision
+        itself), "after", "never" (never elevated); None when the head never crosses."""
+        if self.crossed is None:
+            return None
+        if self.elevated is None:
+            return "never"
+        i, c = self.elevated.index, self.crossed.index
+        return "before" if i < c else "at" if i == c else "after"
+
+    @property
     def lead(self) -> float | None:
         if self.elevated is None or self.crossed is None or self.elevated.tokens <= 0:
             return None
@@ -389,9 +423,10 @@ class HeadNull:
     """How unusual one final induction head's F5 pass is (docs/statistics.md).
 
     ``level_null_share``: the share of ALL heads whose PR is elevated at or before this head's
-    crossing revision (they would pass the level rule against that revision too); ``rises``: the
-    rise rule, PR at some revision after the first and at or before the crossing is >= (1 +
-    rise_fraction) x its first-revision PR (None: the head crosses at the first revision);
+    crossing revision (they would pass the level rule against that revision too);
+    ``before_null_share``: the share elevated strictly before it (0 at the first revision);
+    ``rises``: the rise rule, PR at some revision after the first and at or before the crossing is
+    >= (1 + rise_fraction) x its first-revision PR (None: the head crosses at the first revision);
     ``rise_null_share``: the share of ALL heads that rise so by the crossing.
     """
 
@@ -399,13 +434,15 @@ class HeadNull:
     level_null_share: float
     rises: bool | None
     rise_null_share: float | None
+    before_null_share: float
 
 
 def elevated_by(records: Sequence[MeasurementRecord], index: int,
                 fraction: float = SPEC.pr_elevation_fraction) -> frozenset[str]:
-    """Heads whose PR is elevated at some revision up to and including ``index`` (token order)."""
+    """Heads whose PR is elevated at some revision up to and including ``index`` (token order; none
+    for index -1, before the first revision). Every record needs ``pr``."""
     recs = by_tokens(records)[: index + 1]
-    return frozenset(h for r in recs for h, v in (r.pr or {}).items() if is_elevated(v, r.d_head, fraction))
+    return frozenset(h for r in recs for h, v in r.pr.items() if is_elevated(v, r.d_head, fraction))  # type: ignore[union-attr]
 
 
 def rises_by(pr_series: Sequence[float], index: int, rise_fraction: float = SPEC.f5_rise_fraction) -> bool | None:
@@ -420,7 +457,7 @@ def head_nulls(records: Sequence[MeasurementRecord], leads: Sequence[HeadLead],
                rise_fraction: float = SPEC.f5_rise_fraction) -> tuple[HeadNull, ...]:
     """:class:`HeadNull` of each final induction head that crosses (every record needs ``pr``)."""
     recs = by_tokens(records)
-    heads = list(recs[0].pr or {})
+    heads = list(recs[0].pr)  # type: ignore[arg-type]
     series = {h: [float(r.pr[h]) for r in recs] for h in heads}  # type: ignore[index]
     out = []
     for lead in leads:
@@ -428,10 +465,49 @@ def head_nulls(records: Sequence[MeasurementRecord], leads: Sequence[HeadLead],
             continue
         i = lead.crossed.index
         level = len(elevated_by(recs, i, fraction)) / len(heads)
+        before = len(elevated_by(recs, i - 1, fraction)) / len(heads)
         rises = rises_by(lead.pr_series, i, rise_fraction)
         rise_null = None if i < 1 else sum(bool(rises_by(series[h], i, rise_fraction)) for h in heads) / len(heads)
-        out.append(HeadNull(lead.head, level, rises, rise_null))
+        out.append(HeadNull(lead.head, level, rises, rise_null, before))
     return tuple(out)
+
+
+@dataclass(frozen=True)
+class F5Null:
+    """F5's null: the probability that as many heads as the final circuit, drawn at random (distinct,
+    from all ``n_heads``) and each tested against one final head's crossing revision, would ALL pass
+    as the final heads did (:func:`headwatch.stats.nested_draw_probability`; exact).
+
+    ``at_or_before``: SPEC's level rule (elevated at or before the crossing: what F5 asserts);
+    ``before``: elevated strictly before the crossing; ``rise``: the rise rule, over the heads that
+    cross after the first revision (None: none does).
+    """
+
+    n_heads: int
+    at_or_before: float
+    before: float
+    rise: float | None
+
+
+def f5_null(records: Sequence[MeasurementRecord], leads: Sequence[HeadLead],
+            fraction: float = SPEC.pr_elevation_fraction,
+            rise_fraction: float = SPEC.f5_rise_fraction) -> F5Null | None:
+    """:class:`F5Null` for the final heads ``leads`` (None: no head crosses). Every record needs ``pr``."""
+    recs = by_tokens(records)
+    heads = list(recs[0].pr)  # type: ignore[arg-type]
+    crossings = [l.crossed.index for l in leads if l.crossed is not None]
+    if not crossings:
+        return None
+    series = {h: [float(r.pr[h]) for r in recs] for h in heads}  # type: ignore[index]
+    n = len(heads)
+
+    def p(sizes: list[int]) -> float:
+        return float(nested_draw_probability(sizes, n))
+
+    at = p([len(elevated_by(recs, i, fraction)) for i in crossings])
+    before = p([len(elevated_by(recs, i - 1, fraction)) for i in crossings])
+    rising = [sum(bool(rises_by(series[h], i, rise_fraction)) for h in heads) for i in crossings if i >= 1]
+    return F5Null(n, at, before, p(rising) if rising else None)
 
 
 # ---- causal check ---------------------------------------------------------------------------
@@ -507,8 +583,10 @@ class AblationVerdict:
 
     @property
     def beats_random(self) -> bool:
+        """The exact test: circuit below random with p < alpha (a one-sided p below alpha < 0.5 puts
+        the circuit's rate below random's, so the point rule needs no second check here)."""
         p = self.p_vs_random
-        return self.below_random and p is not None and p < self.alpha
+        return p is not None and p < self.alpha
 
     @property
     def below_baseline(self) -> bool:
@@ -519,11 +597,6 @@ class AblationVerdict:
     def holds(self) -> bool:
         """Both point rules and both exact tests."""
         return self.cuts_enough and self.beats_random and self.below_baseline
-
-    @property
-    def holds_at_point(self) -> bool:
-        """The point rules only (what the suite asserted before the exact tests)."""
-        return self.cuts_enough and self.below_random
 
 
 def ablation_verdict(record: MeasurementRecord, max_share: float = SPEC.ablation_max_share,
@@ -551,6 +624,14 @@ def ablation_verdict(record: MeasurementRecord, max_share: float = SPEC.ablation
         circuit_count=top1_count(circuit.metrics, n),
         random_count=top1_count(rnd.metrics, n) if rnd else None,
     )
+
+
+def ablations_measured_on(record: MeasurementRecord) -> str:
+    """The revision a record's ablations were measured on: the record's own, or the one the source
+    file names where it differs (the published OLMo ablation names ``main``, attached to the last
+    screened revision: fixtures/published/PROVENANCE.md)."""
+    source = record.provenance.get("ablation_file") or {}
+    return str(source.get("revision_in_file") or record.revision)
 
 
 def last_with_ablations(records: Sequence[MeasurementRecord]) -> MeasurementRecord | None:

@@ -4,16 +4,21 @@ The judge (:mod:`headwatch.claims.judge`) makes them; the claim tests, ``headwat
 the figures and the report read them. ``details`` is one dataclass per claim (:data:`DETAILS`),
 whose field names are the JSON keys.
 
-The vocabulary (:class:`Status`), shared by judge, tests, ``headwatch judge --json`` and report:
+The vocabulary (:class:`Status`), shared by judge, tests, ``headwatch judge --json`` and report,
+with every word it is shown in (:data:`WORDS`: the one place; README and docs/statistics.md show it):
 
 - ``holds``: the claim holds and the evidence establishes it (intervals clear the bar).
 - ``holds_vacuously``: it holds because there is nothing it could fail on (F1 with no first-token
   head at all).
-- ``consistent_not_established``: the point estimate passes, but the uncertainty does not exclude
-  failing (F3's ratio interval reaches below the bar, an F1 interval reaches 30, a causal p-value
-  >= alpha, F5 passed by most heads anyway).
-- ``fails``: the claim is false on these records.
-- ``not_applicable``: the claim does not apply (no DCLM model, no ablation, no declared shape).
+- ``consistent_not_established``: the evidence is all there and does not exclude the claim, but
+  does not establish it either (F3's ratio interval straddles the bar, an F1 interval reaches 30, a
+  causal p-value >= alpha, F5 passed by random heads with probability >= alpha).
+- ``not_established``: evidence the claim needs is missing from the records (no matched-random
+  ablation, no PR, no top-1 counts); the message names what is missing; nothing measured
+  contradicts the claim.
+- ``fails``: the claim is false on these records (the data exclude it).
+- ``not_applicable``: the claim does not apply (not a DCLM model, no declared shape, no induction
+  head at the final revision, a control the panel says does not exist).
 - ``not_judged``: the subject did not form (a model organism without its circuit): claims are
   not judged.
 
@@ -27,7 +32,7 @@ import dataclasses
 import enum
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,38 +43,99 @@ class Status(str, enum.Enum):
     HOLDS = "holds"
     HOLDS_VACUOUSLY = "holds_vacuously"
     CONSISTENT_NOT_ESTABLISHED = "consistent_not_established"
+    NOT_ESTABLISHED = "not_established"
     FAILS = "fails"
     NOT_APPLICABLE = "not_applicable"
     NOT_JUDGED = "not_judged"
 
     @classmethod
     def of(cls, holds: bool | None) -> "Status":
-        """Today's three-valued judgement as a status."""
+        """A three-valued judgement as a status."""
         return cls.NOT_APPLICABLE if holds is None else (cls.HOLDS if holds else cls.FAILS)
 
     @property
     def holds(self) -> bool | None:
         """True for the holding statuses, False for ``fails``, None where no verdict is given
-        (not applicable, not judged, and consistent but not established)."""
+        (not applicable, not judged, not established, consistent but not established)."""
         if self in (Status.HOLDS, Status.HOLDS_VACUOUSLY):
             return True
         return False if self is Status.FAILS else None
 
     @property
     def words(self) -> str:
-        """The status as the report and terminal write it."""
-        return STATUS_WORDS[self]
+        """The status as the terminal, JSON and skip reasons write it."""
+        return WORDS[self].words
 
 
-#: Each status in words (README's vocabulary).
-STATUS_WORDS: dict[Status, str] = {
-    Status.HOLDS: "holds",
-    Status.HOLDS_VACUOUSLY: "holds vacuously",
-    Status.CONSISTENT_NOT_ESTABLISHED: "consistent, not established",
-    Status.FAILS: "fails",
-    Status.NOT_APPLICABLE: "not applicable",
-    Status.NOT_JUDGED: "not judged",
+@dataclass(frozen=True)
+class Words:
+    """How one status is shown: ``words`` (terminal, ``status_words`` in JSON, skip reasons),
+    ``label`` (the report's verdict cells), ``short`` (the sensitivity grid's cells) and
+    ``meaning`` (the vocabulary tables of README and docs/statistics.md)."""
+
+    words: str
+    label: str
+    short: str
+    meaning: str
+
+
+#: Every word a verdict status is shown in: the one place.
+WORDS: dict[Status, Words] = {
+    Status.HOLDS: Words("holds", "holds", "holds", "the evidence establishes the claim"),
+    Status.HOLDS_VACUOUSLY: Words("holds vacuously", "holds vacuously", "vacuous",
+                                  "nothing to fail on (F1 with no first-token head anywhere)"),
+    Status.CONSISTENT_NOT_ESTABLISHED: Words(
+        "consistent, not established", "consistent, not established", "consistent",
+        "the evidence does not exclude the claim and does not establish it (an interval straddles the bar, "
+        "an exact test or null probability is not below alpha)"),
+    Status.NOT_ESTABLISHED: Words("not established", "not established", "not established",
+                                  "evidence the claim needs is missing from the records (named in the message)"),
+    Status.FAILS: Words("fails", "FAILS", "FAILS", "the data exclude the claim"),
+    Status.NOT_APPLICABLE: Words("not applicable", "n/a", "n/a",
+                                 "the claim does not apply (not DCLM, no shape declared, no final induction head, "
+                                 "a control the panel says does not exist)"),
+    Status.NOT_JUDGED: Words("not judged", "not judged (did not form)", "not judged",
+                             "an organism did not form its circuit (`[models.expect.formation]`)"),
 }
+#: Each status in words (README's vocabulary).
+STATUS_WORDS: dict[Status, str] = {s: w.words for s, w in WORDS.items()}
+
+
+class DeclaredOutcome(str, enum.Enum):
+    """How a claim the panel declares a known deviation turned out."""
+
+    MATCHED = "expected deviation"      # it failed as declared: strict xfail
+    MISMATCH = "deviation mismatch"     # it failed otherwise than declared
+    GONE = "deviation gone"             # it held: the declared deviation did not occur
+
+    @property
+    def label(self) -> str:
+        """The report's cell label."""
+        return _DECLARED_LABEL[self]
+
+    @property
+    def suffix(self) -> str:
+        """What the terminal adds after the status words."""
+        return _DECLARED_SUFFIX[self]
+
+
+_DECLARED_LABEL = {DeclaredOutcome.MATCHED: "expected deviation (xfail)",
+                   DeclaredOutcome.MISMATCH: "FAILS, not as declared",
+                   DeclaredOutcome.GONE: "declared deviation did not occur"}
+_DECLARED_SUFFIX = {DeclaredOutcome.MATCHED: "declared known deviation",
+                    DeclaredOutcome.MISMATCH: "declared deviation does NOT match",
+                    DeclaredOutcome.GONE: "declared deviation did NOT occur"}
+
+
+def declared_outcome(verdict: "Verdict") -> DeclaredOutcome | None:
+    """How the panel's declared deviation for this verdict turned out (None: none declared, or the
+    verdict neither fails nor holds)."""
+    declared = verdict.declared_deviation
+    if declared is None:
+        return None
+    if verdict.status is Status.FAILS:
+        return DeclaredOutcome.MATCHED if check_deviation(verdict, declared).matches else DeclaredOutcome.MISMATCH
+    return DeclaredOutcome.GONE if verdict.holds else None
 
 
 Bound = tuple[float | None, float | None]
@@ -91,20 +157,58 @@ class KeyFigure:
     interval: Bound | None = None
     method: str = ""
     p_value: float | None = None
+    #: how ``interval``'s ends are written (:data:`CLOSED`, :data:`GRID`, :data:`OPEN`)
+    ends: str = "[]"
+
+    def interval_text(self) -> str:
+        """The interval in the one notation ('' when there is none)."""
+        return fmt_interval(self.interval, ends=self.ends)
 
 
-def fmt_interval(interval: Bound | None, fmt: str = ".3g") -> str:
-    """(5.09, 26.4) -> '[5.09, 26.4]', (20, 1000) -> '[20, 1000]'; an open bound shows as -inf / inf."""
+#: How an interval's ends are written (the one notation): a closed interval (confidence intervals,
+#: exact intervals), a milestone's bracket on the revision grid (after the last revision that does
+#: not meet it, at or before the first that does) and a ratio or fraction of such brackets, whose
+#: ends are both open (docs/statistics.md, "Intervals and their notation").
+CLOSED, GRID, OPEN = "[]", "(]", "()"
+
+
+def fmt_number(x: float, fmt: str = ".3g") -> str:
+    """A bound or ratio as intervals write it: 3 significant digits, whole numbers from 1e3 to 1e6
+    in full (1000, not 1e+03)."""
+    return f"{x:.0f}" if 1e3 <= abs(x) < 1e6 and fmt == ".3g" else format(x, fmt)
+
+
+def fmt_interval(interval: Bound | None, fmt: str = ".3g", ends: str = CLOSED) -> str:
+    """(5.09, 26.4) -> '[5.09, 26.4]'; with ``ends=OPEN`` '(5.09, 26.4)'; with ``ends=GRID``
+    '(10, 23]'. A missing bound (None: unbounded) shows as -inf / inf, always with an open end."""
     if interval is None:
         return ""
-
-    def one(x: float | None, open_: str) -> str:
-        if x is None:
-            return open_
-        return f"{x:.0f}" if 1e3 <= abs(x) < 1e6 and fmt == ".3g" else format(x, fmt)
-
     lo, hi = interval
-    return f"[{one(lo, '-inf')}, {one(hi, 'inf')}]"
+    left = "(" if lo is None else ends[0]
+    right = ")" if hi is None else ends[1]
+    return f"{left}{'-inf' if lo is None else fmt_number(lo, fmt)}, {'inf' if hi is None else fmt_number(hi, fmt)}{right}"
+
+
+# ---- SPEC's numbers in words (messages, captions, the grid: one way to write each) ----------------
+
+
+def fmt_share(x: float) -> str:
+    """A level written as the simple fraction it stands for: 2/3 -> '2/3', 0.5 -> '1/2'; else '0.7'."""
+    for den in range(2, 11):
+        num = round(x * den)
+        if 0 < num < den and abs(x - num / den) < 1e-9:
+            return f"{num}/{den}"
+    return f"{x:.3g}"
+
+
+def fmt_pct(x: float) -> str:
+    """A share as a percentage: 0.025 -> '2.5%', 0.5 -> '50%'."""
+    return f"{100 * x:g}%"
+
+
+def fmt_layers(layers: Sequence[int]) -> str:
+    """(0, 1) -> '0/1'."""
+    return "/".join(str(l) for l in layers)
 
 
 # ---- per-claim details ---------------------------------------------------------------------------
@@ -183,9 +287,11 @@ class F3Details:
     #: the last revisions before each milestone (the grid brackets: (before, at])
     t_induction_before: Point | None = None
     t_bos50_before: Point | None = None
-    #: what the revision grid allows for the ratio: [lo, hi] (hi None: unbounded)
+    #: what the revision grid allows for the ratio: the open interval (lo, hi) (hi None: unbounded)
     ratio_interval: tuple[float | None, float | None] | None = None
     established: bool | None = None
+    #: the milestones no revision reaches ("t_induction", "t_bos50"): right-censored after the last
+    censored: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -253,6 +359,10 @@ class F5Head:
     #: (None: the head crosses at the first revision, nothing to rise from)
     rises: bool | None = None
     rise_null_share: float | None = None
+    #: "before" (elevated at an earlier revision), "at" (at the crossing revision), "after", "never"
+    timing: str | None = None
+    #: share of ALL heads elevated strictly before this head's crossing
+    before_null_share: float | None = None
 
 
 @dataclass(frozen=True)
@@ -271,13 +381,22 @@ class F5Details:
     sensitivity: Mapping[str, F5Sensitivity] = field(default_factory=dict)
     d_head: int | None = None
     pr_bar: float | None = None
-    #: mean over the heads of ``level_null_share``; F5 is "not informative" above null_share_max
-    null_share: float | None = None
-    null_share_max: float | None = None
+    #: the null: exact probability that as many random distinct heads would all be elevated at or
+    #: before the final heads' crossings (``null_p``), strictly before (``null_p_before``); F5 is
+    #: "not informative" (consistent, not established) unless null_p < null_alpha
+    null_p: float | None = None
+    null_p_before: float | None = None
+    null_alpha: float | None = None
     informative: bool | None = None
+    #: final heads elevated strictly before their crossing / at the crossing revision itself
+    before: tuple[str, ...] = ()
+    at: tuple[str, ...] = ()
+    #: how many heads the null draws from (all heads of the model)
+    n_heads_all: int | None = None
     rise_fraction: float | None = None
     rise_holds: bool | None = None
-    rise_null_share: float | None = None
+    #: the rise rule's null probability (reported, not asserted)
+    rise_null_p: float | None = None
 
 
 @dataclass(frozen=True)
@@ -308,6 +427,14 @@ class CausalDetails:
     alpha: float | None = None
     #: exact (Clopper-Pearson) intervals of the three top-1 rates, where the record carries counts
     top1_intervals: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    #: the revision the ablations were measured on (``main`` for the published OLMo file), when known
+    measured_on: str | None = None
+    #: which control decided the status, in words
+    decided_by: str | None = None
+    #: evidence the check needed and the record lacks ("matched-random ablation", "top-1 counts", ...)
+    missing: tuple[str, ...] = ()
+    #: the paper's top-1 rates (baseline, circuit, matched_random) from the panel: printed, never used
+    paper_top1: Mapping[str, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -345,7 +472,7 @@ DETAILS: dict[str, type] = {
 class Verdict:
     """One claim judged on one model's records.
 
-    ``key`` is the claim's headline figure as the report shows it ("11.5x [5.09, 26.4]", "0 of 32
+    ``key`` is the claim's headline figure as the report shows it ("11.5x (5.09, 26.4)", "0 of 32
     heads"); ``figure`` is that number typed, with its bar, interval and method; ``margin`` is the
     signed distance from the claim's bar in the claim's own unit, positive on the holding side (None
     where there is none): F1 bar - highest early first-token selectivity; F2 share - step_share for

@@ -66,10 +66,10 @@ class Thresholds:
     #: [F5, rise rule] PR at some revision at or before the crossing >= (1 + this) x its PR at the
     #: first revision (reported beside SPEC's level rule).
     f5_rise_fraction: float = 0.5
-    #: [F5, null share] "F5 not informative" (consistent, not established) when the mean, over the
-    #: final induction heads, of the share of ALL heads that also pass the level rule against that
-    #: head's crossing revision exceeds this: passing is then no rarer than a coin flip.
-    f5_null_share_max: float = 0.5
+    #: [F5, null] F5 is informative (holds rather than "consistent, not established") only when the
+    #: probability that as many randomly drawn heads would ALL pass the level rule against the
+    #: final heads' crossing revisions is below this (an exact probability: docs/statistics.md).
+    f5_null_alpha: float = 0.05
     #: [population, issue 24] a claim "holds in most members" of a population: established when the
     #: exact (Clopper-Pearson) lower bound of the share of reference members where it holds is >=
     #: this; it fails when the share where it fails exceeds 1 - this (docs/statistics.md).
@@ -197,6 +197,16 @@ class Formation:
 
 
 @dataclass(frozen=True)
+class PaperTop1:
+    """Top-1 rates the paper reports for the causal check (docs/SPEC.md §4), printed beside the
+    records' own ("paper reports"), never used to judge."""
+
+    baseline: float
+    circuit: float
+    matched_random: float
+
+
+@dataclass(frozen=True)
 class Expectations:
     """What a panel declares for one model (``[models.expect]``); the judge reads nothing else.
 
@@ -204,7 +214,10 @@ class Expectations:
     :class:`Deviation` (kept as a strict xfail while it matches). ``f3_min_ratio`` /
     ``f4_max_fraction`` override the table's bars for this model (None: :data:`SPEC`'s);
     ``paper_f4_tokens`` is the tokens the paper's F4 table gives, reported beside the computed
-    number; ``formation`` is what an organism must show before its claims are judged.
+    number; ``formation`` is what an organism must show before its claims are judged;
+    ``paper_top1`` is the causal check's top-1 as the paper reports it (printed beside the
+    records'); ``no_matched_random`` says why this model has no matched-random control (the causal
+    check is then not applicable rather than not established).
     """
 
     bos_shape: str | None = None
@@ -214,6 +227,8 @@ class Expectations:
     f3_min_ratio: float | None = None
     f4_max_fraction: float | None = None
     formation: Formation | None = None
+    paper_top1: PaperTop1 | None = None
+    no_matched_random: str | None = None
 
     @property
     def min_ratio(self) -> float:
@@ -234,4 +249,5 @@ class Expectations:
 EXPECT_KEYS: frozenset[str] = frozenset(Expectations.__dataclass_fields__)
 #: Keys of an xfail table and of ``[models.expect.formation]``.
 DEVIATION_KEYS: frozenset[str] = frozenset(Deviation.__dataclass_fields__)
+PAPER_TOP1_KEYS: frozenset[str] = frozenset(PaperTop1.__dataclass_fields__)
 FORMATION_KEYS: frozenset[str] = frozenset(Formation.__dataclass_fields__)

@@ -8,10 +8,14 @@ top-1 counts. Each function states its method; the level defaults to SPEC's inte
 - :func:`bootstrap_weights` / :func:`percentile_interval`: the seeded bootstrap over examples that
   the probes use for ratio-of-means selectivities and the head counts built on them.
 - :func:`count_from_rate`: a count back from a rate over a known N (published files give rates).
+- :func:`nested_draw_probability`: the exact probability that distinct random draws all land in
+  nested sets (F5's null: would randomly drawn heads all pass as the final induction heads did?).
 """
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from fractions import Fraction
 
 import numpy as np
 from scipy import stats as _scipy_stats
@@ -22,6 +26,7 @@ from headwatch.spec import SPEC
 CLOPPER_PEARSON = "Clopper-Pearson exact binomial"
 BOOTSTRAP = "percentile bootstrap over examples"
 FISHER = "one-sided Fisher exact test on top-1 counts"
+NESTED_DRAW = "exact probability that as many distinct random heads all pass"
 NO_INTERVAL_PUBLISHED = "no interval: published means"
 REVISION_GRID = "revision grid (last revision before, first revision at)"
 
@@ -62,6 +67,23 @@ def count_from_rate(rate: float, n: int, *, tolerance: float = 1e-3) -> int:
         raise ValueError(f"rate {rate!r} is not a count over N = {n} ({x:.4f} examples); "
                          "the record's number of examples must be the one the rate was measured on")
     return int(k)
+
+
+def nested_draw_probability(sizes: Sequence[int], n: int) -> Fraction:
+    """Exact probability that k distinct items drawn uniformly at random from ``n`` (without
+    replacement) all land in their sets, item j in a set of ``sizes[j]`` items, when the sets are
+    nested (each contains every smaller one; F5's "elevated by revision c" grows with c).
+
+    With the sizes in ascending order s_1 <= ... <= s_k, the j-th item (counting from 0) has
+    s_(j+1) - j admissible items left of n - j: P = prod_j max(s_(j+1) - j, 0) / (n - j). Exact
+    rational arithmetic; the empty product (no sets) is 1.
+    """
+    if any(not 0 <= s <= n for s in sizes) or len(sizes) > n:
+        raise ValueError(f"nested draw needs 0 <= each size <= n and at most n draws, got sizes {list(sizes)}, n={n}")
+    p = Fraction(1)
+    for j, s in enumerate(sorted(sizes)):
+        p *= Fraction(max(s - j, 0), n - j)
+    return p
 
 
 def bootstrap_weights(n: int, n_resamples: int = SPEC.n_bootstrap, seed: int = SPEC.bootstrap_seed) -> np.ndarray:

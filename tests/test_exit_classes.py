@@ -45,6 +45,8 @@ DEFECTS: dict[tuple[str, str, str], str] = {
     ("headwatch/stats.py", "count_from_rate", "ValueError"): "its one caller with user data (claims/trajectory.py:"
                                                            "top1_count) turns it into an InputError",
     ("headwatch/stats.py", "bootstrap_weights", "ValueError"): "sizes from a validated ProbeSettings",
+    ("headwatch/stats.py", "nested_draw_probability", "ValueError"): "set sizes claims/trajectory counts from one "
+                                                                      "validated record",
     ("headwatch/validation.py", "from_data", "TypeError"): "a type hint from_data was not written for: a record class",
     ("headwatch/files.py", "refuse_non_finite", "ValueError"): "json's parse hook; every reader turns it into a "
                                                                "RecordError or a corrupt cache entry",

@@ -33,9 +33,9 @@ def test_published_panel_verdicts_json(tmp_path, capsys):
     olmo = data["models"]["allenai/OLMo-1B-0724-hf"]
     assert set(CLAIMS) <= set(olmo)
     assert olmo["F2"]["details"]["shape"] == "step" and olmo["F3"]["details"]["ratio"] == pytest.approx(11.478, abs=1e-3)
-    # the vocabulary: OLMo's F3 passes at the point (11.5x) but the revision grid allows [5.09, 26.4]
+    # the vocabulary: OLMo's F3 passes at the point (11.5x) but the revision grid allows (5.09, 26.4)
     assert olmo["F3"]["status"] == "consistent_not_established" and olmo["F3"]["status_words"] == "consistent, not established"
-    assert olmo["F3"]["key"] == "11.5x [5.09, 26.4]" and olmo["F3"]["margin"] == pytest.approx(1.478, abs=1e-3)
+    assert olmo["F3"]["key"] == "11.5x (5.09, 26.4)" and olmo["F3"]["margin"] == pytest.approx(1.478, abs=1e-3)
     assert olmo["F3"]["figure"]["interval"] == pytest.approx([5.087, 26.4], abs=1e-3)
     assert olmo["F1"]["figure"]["method"] == "no interval: published means"
     assert data["models"]["EleutherAI/pythia-1b"]["F3"]["status"] == "not_applicable"  # not DCLM
@@ -52,7 +52,7 @@ def test_published_panel_verdicts_json(tmp_path, capsys):
     assert {c: json.loads(json.dumps(v.to_dict())) for c, v in direct.items()} == olmo
     assert {c: Verdict.from_dict(d) for c, d in olmo.items()} == direct  # one JSON form, both ways
     printed = capsys.readouterr().out
-    assert "F3        consistent, not established 11.5x [5.09, 26.4]" in printed and "264B / 23B = 11.5" in printed
+    assert "F3        consistent, not established 11.5x (5.09, 26.4)" in printed and "264B / 23B = 11.5" in printed
 
 
 def test_reference_dir_matches_panel_entries_by_repo_id(capsys):

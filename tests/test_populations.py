@@ -277,6 +277,15 @@ def test_report_shows_a_population_grid_and_one_figure_per_quantity():
     assert "candidate</span>" in html and "OUTLIER" in html and "holds in 5 of 5 reference members" in html
 
 
+@pytest.mark.parametrize("status", list(Status), ids=lambda s: s.value)
+def test_a_population_cell_shows_every_status_a_member_can_have(status):
+    # A member "not established" (missing evidence, issue 25) once raised KeyError in the grid.
+    from headwatch.claims.report_render import _pop_cell
+
+    html = _pop_cell(status, "3/4", "why", "f1", "p-seed0")
+    assert f'data-status="{status.words}"' in html and 'title="why"' in html
+
+
 # ---- the shipped suite panels: branch names, tokens, roles; what a run costs ----------------------------
 
 

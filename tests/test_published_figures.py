@@ -92,14 +92,15 @@ def test_ablation_figures(pythia, olmo):
     assert (round(100 * p.random_top1, 2), round(100 * o.random_top1, 2)) == (0.55, 1.35)
 
 
-#: The published panel's verdicts in the shared vocabulary (docs/statistics.md). Nothing fails; two
-#: claims pass only at the point estimate: OLMo's F3 (11.5x, but the revision grid allows [5.09, 26.4])
-#: and Pythia's causal check (circuit 5 vs matched-random 11 of 2000: one-sided Fisher p = 0.105).
+#: The published panel's verdicts in the shared vocabulary (docs/statistics.md). Nothing fails; four
+#: claims pass only at the point estimate: OLMo's F3 (11.5x, but the revision grid allows (5.09, 26.4)),
+#: Pythia's causal check (circuit 5 vs matched-random 11 of 2000: one-sided Fisher p = 0.105) and both
+#: models' F5 (3 random heads would all pass as the final ones do with p = 0.0699 and 0.0870).
 PUBLISHED_VERDICTS = {
-    "pythia-1b": {"F1": "holds", "F2": "holds", "F3": "not_applicable", "F4": "holds", "F5": "holds",
-                  "causal": "consistent_not_established"},
-    "olmo-1b": {"F1": "holds", "F2": "holds", "F3": "consistent_not_established", "F4": "holds", "F5": "holds",
-                "causal": "holds"},
+    "pythia-1b": {"F1": "holds", "F2": "holds", "F3": "not_applicable", "F4": "holds",
+                  "F5": "consistent_not_established", "causal": "consistent_not_established"},
+    "olmo-1b": {"F1": "holds", "F2": "holds", "F3": "consistent_not_established", "F4": "holds",
+                "F5": "consistent_not_established", "causal": "holds"},
 }
 
 
@@ -110,12 +111,32 @@ def test_the_published_verdicts_in_the_vocabulary():
         assert {c: v.status.value for c, v in verdicts.items()} == PUBLISHED_VERDICTS[m.name], m.name
         assert verdicts["causal"].details.circuit_matches_screen, verdicts["causal"]
         assert verdicts["causal"].details.counts_reconstructed  # rates x N = 2000: the message says so
+        assert "paper reports (not in these records, not used)" in verdicts["causal"].message  # panel's paper_top1
     entry = panel.model("olmo-1b")
     olmo = judge_model(load_published(entry.repo), entry.expect)
     assert olmo["F3"].figure.interval == pytest.approx((117 / 23, 264 / 10), abs=1e-3)
     # F1's margin shows: OLMo step2000 L1_H1 at 28.1x against the 30x bar, a published mean
     assert olmo["F1"].figure.value == pytest.approx(28.1, abs=0.05) and olmo["F1"].margin == pytest.approx(1.9, abs=0.05)
     assert olmo["F1"].figure.method == "no interval: published means" and olmo["F1"].details.peak_head == "L1_H1"
+    # the OLMo ablation file was run on `main`; the record stands it on the last screened revision
+    assert olmo["causal"].details.measured_on == "main" and "(ablations measured on main)" in olmo["causal"].message
+
+
+def test_f5_null_probability_from_the_files(pythia, olmo):
+    """F5's null, computed from the files: the final heads cross at revisions where 52, 52, 56 of
+    Pythia's 128 heads (93, 108, 147 of OLMo's 256) are already elevated, so 3 distinct random heads
+    would all pass with p = 52 x 51 x 54 / (128 x 127 x 126) and 93 x 107 x 145 / (256 x 255 x 254).
+    Drawn with replacement (the product of the shares) it is 0.072 and 0.088."""
+    from headwatch.claims.judge import judge_f5
+
+    p, o = judge_f5(pythia).details, judge_f5(olmo).details
+    assert p.null_p == pytest.approx(52 * 51 * 54 / (128 * 127 * 126), rel=1e-3) and round(p.null_p, 3) == 0.070
+    assert o.null_p == pytest.approx(93 * 107 * 145 / (256 * 255 * 254), rel=1e-3) and round(o.null_p, 3) == 0.087
+    assert [h.level_null_share for h in p.heads] == pytest.approx([52 / 128, 56 / 128, 52 / 128], abs=1e-4)
+    # strictly before the crossings 27, 27 and 52 of 128 are elevated
+    assert p.null_p_before == pytest.approx(27 * 26 * 50 / (128 * 127 * 126), rel=1e-3)
+    # half the final heads are elevated at the very revision they cross, not before it
+    assert (p.before, p.at) == (("L4_H4",), ("L7_H0", "L7_H1")) and (o.before, o.at) == (("L4_H12", "L12_H8"), ("L2_H11",))
 
 
 def test_f4_reports_the_paper_table_beside_the_computed_number(pythia, olmo):
@@ -137,3 +158,17 @@ def test_f4_reports_the_paper_table_beside_the_computed_number(pythia, olmo):
     assert p.details.paper_table.revision == "step3000" and p.details.paper_table.reproduced is True
     assert p.details.paper_table.reproduced_by == ("uniform 50x", "intermediate 30x")
     assert judge_f4(olmo, Expectations(paper_f4_tokens=10e9)).holds and p.holds  # the claim (within 2.5%) survives either way
+
+
+def test_verdict_details_keep_four_digits(pythia, olmo):
+    """Ratios and shares in verdict details are rounded to 4 decimals, p-values to 4 significant
+    digits (a p of 1e-7 must not print as 0): computed from the files."""
+    from headwatch.claims.judge import judge_causal, judge_f3
+    from headwatch.spec import Expectations
+
+    f3 = judge_f3(olmo, Expectations(dclm=True))
+    assert (f3.details.ratio, f3.details.ratio_interval, f3.margin) == (11.4783, (5.087, 26.4), 1.4783)
+    p = judge_causal(pythia).details
+    assert (p.p_vs_random, p.p_vs_baseline, p.share_of_baseline) == (0.1046, 2.31e-19, 0.0617)
+    o = judge_causal(olmo).details
+    assert (o.p_vs_random, o.p_vs_baseline) == (9.953e-08, 1.005e-05)

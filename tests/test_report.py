@@ -90,9 +90,10 @@ def test_cells_of_the_healthy_trajectory_hold_with_key_numbers():
     cells = {c: verdict_cell(c, r) for c in CLAIMS}
     assert {c.status for c in cells.values()} == {HOLDS}
     assert cells["F1"].key == "0 of 8 heads; max 1x"  # 2 layers x 4 heads in the planted model
-    assert cells["F3"].key == "100x [20, 1000]"  # t_bos50 1e11 / t_induction 1e9; grid (2e10/1e9, 1e11/1e8)
+    assert cells["F3"].key == "100x (20, 1000)"  # t_bos50 1e11 / t_induction 1e9; grid (2e10/1e9, 1e11/1e8)
     assert cells["F4"].key.startswith("67% at 0.1")
-    assert cells["F5"].key == "3 of 3 heads (null 7%)"  # A, B elevated by their crossing (2/32), C with A, B (3/32)
+    # A, B elevated by their crossing (2 of 32 heads), C with A, B (3): 3 random heads all pass with p = 6.7e-5
+    assert cells["F5"].key == "3 of 3 heads (2 before, 1 at); null p 6.7e-05"
     assert cells["causal"].key == "4.0% of base (rand 80.0%, p=5.1e-20)"  # 4 vs 80 of 2000
 
 
@@ -200,7 +201,7 @@ def test_claims_html_has_the_verdict_table_and_every_figure(claims_html):
             _png_size(p.figures[f"{m}/{name}"])
     # the verdict table opens the report: before pytest-html's own environment table and test list
     assert text.index('id="headwatch-verdicts"') < text.index('id="results-table"')
-    assert "11.5x [5.09, 26.4]" in text and "0 of 32 heads; max 28.1x" in text
+    assert "11.5x (5.09, 26.4)" in text and "0 of 32 heads; max 28.1x" in text
     assert 'data-grid="olmo-1b"' in text and "Sink<sub>1</sub>" in text  # sensitivity grid, sinks two ways
 
 
@@ -238,8 +239,8 @@ def test_report_cli_writes_figures_csv_and_json(tmp_path):
     rows = list(csv.DictReader(open(tmp_path / "summary.csv", encoding="utf-8")))
     assert len(rows) == len(CLAIMS) * len(PUBLISHED_MODELS)
     olmo_f3 = next(r for r in rows if r["model"] == "olmo-1b" and r["claim"] == "F3")
-    assert olmo_f3["status"] == CONSISTENT and olmo_f3["key"] == "11.5x [5.09, 26.4]"
-    assert olmo_f3["interval"] == "[5.09, 26.4]" and olmo_f3["interval_method"].startswith("revision grid")
+    assert olmo_f3["status"] == CONSISTENT and olmo_f3["key"] == "11.5x (5.09, 26.4)"
+    assert olmo_f3["interval"] == "(5.09, 26.4)" and olmo_f3["interval_method"].startswith("revision grid")
     assert olmo_f3["robust"] == "False"  # at the 30x induction threshold F3 is established, at 100x it fails
     olmo_causal = next(r for r in rows if r["model"] == "olmo-1b" and r["claim"] == "causal")
     assert olmo_causal["key"].endswith("\u2020")  # the author's control is matched to the top-45 set

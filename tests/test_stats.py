@@ -1,6 +1,9 @@
 """headwatch/stats.py and probes/intervals.py: the exact intervals and tests, and the bootstrap."""
 from __future__ import annotations
 
+import itertools
+from fractions import Fraction
+
 import numpy as np
 import pytest
 import torch
@@ -10,7 +13,7 @@ from headwatch.probes.intervals import record_intervals, selectivity_replicates
 from headwatch.probes.record import HEAD_CLASSES, TaskMetrics
 from headwatch.probes.selectivity import SelectivityAccumulator
 from headwatch.stats import (
-    bootstrap_weights, clopper_pearson, count_from_rate, fisher_less, percentile_interval,
+    bootstrap_weights, clopper_pearson, count_from_rate, fisher_less, nested_draw_probability, percentile_interval,
 )
 
 
@@ -44,6 +47,49 @@ def test_bootstrap_weights_are_seeded_resamples():
     assert w.shape == (200, 50) and (w.sum(1) == 50).all()
     assert np.array_equal(w, bootstrap_weights(50, 200, seed=3))
     assert not np.array_equal(w, bootstrap_weights(50, 200, seed=4))
+
+
+def test_bootstrap_draws_pinned_by_value():
+    """The seeded draws themselves (numpy's PCG64 and its multinomial): records' cached intervals
+    depend on them, so a numpy that drew differently must turn this red, not shift intervals silently."""
+    assert bootstrap_weights(5, 3).tolist() == [[1, 0, 0, 0, 4], [2, 2, 0, 1, 0], [1, 2, 1, 0, 1]]
+    assert bootstrap_weights(5, 2, seed=1).tolist() == [[1, 3, 0, 1, 0], [0, 1, 2, 1, 1]]
+
+
+def test_percentile_interval_by_value():
+    reps = np.arange(40, dtype=float).reshape(40, 1)  # 0..39
+    assert [float(x[0]) for x in percentile_interval(reps)] == pytest.approx([0.975, 38.025])
+    assert [float(x[0]) for x in percentile_interval(reps, level=0.9)] == pytest.approx([1.95, 37.05])
+    assert [float(x[0]) for x in percentile_interval(reps, discrete=True)] == [1.0, 38.0]
+
+
+def test_bootstrap_weights_refuse_empty_draws():
+    for n, k in ((0, 5), (5, 0)):
+        with pytest.raises(ValueError, match="bootstrap needs n >= 1"):
+            bootstrap_weights(n, k)
+    assert bootstrap_weights(1, 1).tolist() == [[1]]
+
+
+def _enumerated(sizes, n):
+    """P(k distinct draws from range(n), draw j < sizes[j]) by listing every ordered draw."""
+    draws = list(itertools.permutations(range(n), len(sizes)))
+    hits = sum(all(d < s for d, s in zip(draw, sizes)) for draw in draws)
+    return Fraction(hits, len(draws))
+
+
+def test_nested_draw_probability_is_the_enumerated_probability():
+    """Nested sets range(s): every size tuple up to 3 draws from up to 6 items, in any order."""
+    for n in range(1, 7):
+        for k in range(0, min(n, 3) + 1):
+            for sizes in itertools.product(range(n + 1), repeat=k):
+                assert nested_draw_probability(sizes, n) == _enumerated(sizes, n), (sizes, n)
+
+
+def test_nested_draw_probability_refuses_impossible_draws():
+    assert nested_draw_probability((3, 3, 3), 3) == 1 and nested_draw_probability((0,), 3) == 0
+    for sizes, n in (((4,), 3), ((-1,), 3), ((1, 1, 1, 1), 3)):
+        with pytest.raises(ValueError, match="nested draw needs"):
+            nested_draw_probability(sizes, n)
 
 
 def test_discrete_percentile_bounds_are_values_taken():
@@ -114,3 +160,29 @@ def test_record_intervals_of_counts_and_bootstrap():
     exact_only = record_intervals(values, baseline, valid, task=task, ablations={}, n_resamples=0, seed=0,
                                   level=0.95, induction_threshold=1.0, bos_threshold=1.0)
     assert exact_only.selectivity == {} and exact_only.bos_fraction is None and "selectivity" not in exact_only.methods
+
+
+def test_exact_tests_refuse_impossible_counts():
+    for args in ((0, 0, 1, 5), (-1, 5, 1, 5), (6, 5, 1, 5), (1, 5, 0, 0), (1, 5, 6, 5), (1, 5, -1, 5)):
+        with pytest.raises(ValueError, match="a binomial count needs"):
+            fisher_less(*args)
+    assert fisher_less(0, 5, 5, 5) == pytest.approx(1 / 252) and fisher_less(5, 5, 0, 5) == 1.0
+    assert fisher_less(0, 1, 1, 1) == pytest.approx(0.5) and fisher_less(1, 1, 0, 1) == 1.0
+    with pytest.raises(ValueError, match="a binomial count needs"):
+        clopper_pearson(0, 0)
+    assert clopper_pearson(0, 1) == pytest.approx((0.0, 0.975)) and clopper_pearson(1, 1) == pytest.approx((0.025, 1.0))
+
+
+def test_count_from_rate_at_its_tolerance():
+    assert count_from_rate(0.5, 2, tolerance=0.0) == 1
+    with pytest.raises(ValueError, match="is not a count over N = 1000"):
+        count_from_rate(0.00500102, 1000)  # 5.00102 examples: 0.00102 from a count
+    with pytest.raises(ValueError, match="is not a count over N = 2"):
+        count_from_rate(1.5, 2)  # 3 of 2
+
+
+def test_count_from_rate_at_the_ends_and_finite_or_none():
+    from headwatch.stats import finite_or_none
+
+    assert count_from_rate(0.0, 2000) == 0 and count_from_rate(1.0, 4) == 4
+    assert [finite_or_none(x) for x in (None, float("inf"), float("nan"), 2.0, 0)] == [None, None, None, 2.0, 0.0]

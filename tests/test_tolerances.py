@@ -3,7 +3,7 @@
 For each constant that decides a verdict, a pair of tests: one on data that JUST passes (at the bar,
 or within 5% of it on the holding side) and one on data that JUST fails (within 5% on the failing
 side). The numbers here are literals, never read from SPEC: moving any constant by 5% (an integer by
-1) either way turns one test of its pair red. ``tools/mutate_constants.py`` does exactly that, one
+1) either way turns one test of its pair red. ``tools/mutate.py --spec`` does exactly that, one
 constant and direction at a time, and prints which test catches it (docs/statistics.md has the
 table). Constants that only shape what is reported (grids, Sink_1^eps, the bootstrap's settings)
 are pinned by value or by a boundary of what they report.
@@ -172,7 +172,7 @@ def test_recall_level_just_passing():
 
 def test_recall_level_just_failing():
     v = _f4(13, 20)
-    assert v.details.computed.revision == "step2" and v.status is Status.FAILS
+    assert v.details.computed.revision == "step2" and v.status is not Status.HOLDS
 
 
 # ---- label (30): F4's intermediate reading counts a head at 30.0, not at 29.0 ------------------------
@@ -192,21 +192,31 @@ def test_label_threshold_just_failing():
     assert _intermediate(29.0) == "step2"
 
 
-# ---- f4_max_fraction (0.025): the recall point at exactly 2.5% of training holds, at 2.6% fails ------
+# ---- f4_max_fraction (0.025): the recall point's grid bracket (before, at] decides: at exactly 2.5% ----
+# ---- of training it is established, at 2.6% it is not; a bracket starting at 2.5% excludes the claim --
 
 
-def _f4_at(tokens: float):
-    recs = [record("step0", 1e8), record("step1", tokens, values=induction((A, B, C))),
-            record("step2", 1e12, values=induction((A, B, C)))]
+def _f4_at(before: float, at: float):
+    recs = [record("step0", 1e8), record("step1", before), record("step2", at, values=induction((A, B, C))),
+            record("step3", 1e12, values=induction((A, B, C)))]
     return judge_f4(recs)
 
 
 def test_f4_max_fraction_just_passing():
-    assert _f4_at(2.5e10).status is Status.HOLDS
+    assert _f4_at(1e9, 2.5e10).status is Status.HOLDS
 
 
 def test_f4_max_fraction_just_failing():
-    assert _f4_at(2.6e10).status is Status.FAILS
+    assert _f4_at(1e9, 2.6e10).status is Status.CONSISTENT_NOT_ESTABLISHED  # (0.1%, 2.6%]: straddles 2.5%
+
+
+def test_f4_max_fraction_just_excluded():
+    v = _f4_at(2.5e10, 3e10)  # recall reached after 2.5%: the data exclude the claim
+    assert v.status is Status.FAILS and v.details.computed.fraction_interval == pytest.approx((0.025, 0.03))
+
+
+def test_f4_max_fraction_just_not_excluded():
+    assert _f4_at(2.4e10, 3e10).status is Status.CONSISTENT_NOT_ESTABLISHED
 
 
 # ---- paper_tokens_rel_tol (0.02): the paper's tokens name a revision 1.99% away, not 2.05% -----------
@@ -244,6 +254,24 @@ def test_f3_min_ratio_just_failing():
     assert v.status is Status.CONSISTENT_NOT_ESTABLISHED and v.details.ratio_interval[0] == pytest.approx(9.6)
 
 
+def _f3_upper(bos_at: float):
+    """Induction at 2e9 (after 1e9), BOS 50% at ``bos_at`` (after 5e9): the ratio is < bos_at / 1e9."""
+    tokens = (1e8, 1e9, 2e9, 5e9, bos_at, 1e12)
+    return judge_f3(healthy(tokens=tokens, bos_fractions=(0.0, 0.0625, 0.125, 0.25, 0.5, 0.75),
+                            induction_sets=((), (), (A, B, C), (A, B, C), (A, B, C), (A, B, C)),
+                            pr={}, ablations=None), Expectations(dclm=True))
+
+
+def test_f3_min_ratio_just_excluded():
+    v = _f3_upper(1e10)  # the ratio is < 1e10 / 1e9 = 10: the data exclude the claim
+    assert v.status is Status.FAILS and v.details.ratio_interval == pytest.approx((2.5, 10.0))
+
+
+def test_f3_min_ratio_just_not_excluded():
+    v = _f3_upper(1.04e10)  # < 10.4: not excluded
+    assert v.status is Status.CONSISTENT_NOT_ESTABLISHED and v.details.ratio_interval[1] == pytest.approx(10.4)
+
+
 # ---- pr_elevation_fraction (0.1): with d_head 64 a PR of 7.31 at the crossing is elevated, 7.0 not --
 
 
@@ -262,28 +290,28 @@ def test_pr_elevation_fraction_just_failing():
     assert v.status is Status.FAILS and v.details.failing == (A,)
 
 
-# ---- f5_null_share_max (0.5): informative when exactly half of all heads pass, not at 51% ------------
+# ---- f5_null_alpha (0.05): informative when random heads would all pass with p = 0.0475, not at 0.05 --
 
 
 def _null(elevated: int):
-    """100 heads; the one final induction head (A, among the first ``elevated``) crosses at step1,
-    where ``elevated`` heads are elevated."""
-    everyone = heads(100, first_layer=0)
+    """400 heads; the one final induction head (A, among the first ``elevated``) crosses at step1,
+    where ``elevated`` heads are elevated: the null probability is elevated / 400."""
+    everyone = heads(400, first_layer=0)
     assert A in everyone[:elevated]
     pr0 = {h: PR_LOW for h in everyone}
     pr1 = {h: (PR_HIGH if i < elevated else PR_LOW) for i, h in enumerate(everyone)}
-    recs = [record("step0", 1e8, n_layers=25, pr=pr0), record("step1", 1e9, n_layers=25, pr=pr1, values=induction((A,)))]
+    recs = [record("step0", 1e8, n_layers=100, pr=pr0), record("step1", 1e9, n_layers=100, pr=pr1, values=induction((A,)))]
     return judge_f5(recs)
 
 
-def test_f5_null_share_max_just_passing():
-    v = _null(50)
-    assert v.details.null_share == 0.5 and v.status is Status.HOLDS
+def test_f5_null_alpha_just_passing():
+    v = _null(19)
+    assert v.details.null_p == 0.0475 and v.status is Status.HOLDS
 
 
-def test_f5_null_share_max_just_failing():
-    v = _null(51)
-    assert v.details.null_share == 0.51 and v.status is Status.CONSISTENT_NOT_ESTABLISHED
+def test_f5_null_alpha_just_failing():
+    v = _null(20)
+    assert v.details.null_p == 0.05 and v.status is Status.CONSISTENT_NOT_ESTABLISHED
 
 
 # ---- f5_rise_fraction (0.5): the rise rule counts PR 1.5x its first value, not 1.49x ----------------

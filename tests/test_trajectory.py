@@ -84,6 +84,9 @@ def test_series_shape_examples():
     assert step.shape == "step" and step.rise_at == 2 and step.largest_rise == pytest.approx(0.63)
     assert T.series_shape([0.0, 0.5, 1.0]).shape == "step"  # exactly 50% of the rise counts as a step
     assert T.series_shape([0.3, 0.3, 0.3]).shape == "flat"
+    # a rise over a subnormal total: the share is beyond float's range and reads as infinity
+    huge = T.series_shape([0.0, 1e300, 5e-324])
+    assert huge.shape == "step" and huge.share == float("inf") and huge.total_rise == 5e-324
     assert T.series_shape([0.5, 0.2]).shape == "flat"
     assert T.series_shape([0.4]).shape == "flat"
 
@@ -189,7 +192,7 @@ def test_milestones_on_the_healthy_trajectory():
     assert T.t_bos50(recs).revision == "step5" and T.t_bos50(recs).before.revision == "step4"
     sep = T.induction_bos_separation(recs)
     assert sep.ratio == pytest.approx(1e11 / 1e9)
-    assert sep.bounds == pytest.approx((2e10 / 1e9, 1e11 / 1e8))  # (b0 / i1, b1 / i0] on the grid
+    assert sep.bounds == pytest.approx((2e10 / 1e9, 1e11 / 1e8))  # the open interval (b0 / i1, b1 / i0)
     assert T.t_induction(recs).bracket == (1e8, 1e9)
     assert T.bos_fraction_series(recs) == list(HEALTHY["bos_fractions"])
 
@@ -281,3 +284,131 @@ def test_an_empty_matched_random_ablation_is_no_control():
     final.ablations = [replace(a, heads=()) if a.name == "matched_random" else a for a in final.ablations]
     verdict = ablation_verdict(final)
     assert verdict.random_top1 is None and not verdict.beats_random and not verdict.holds
+
+
+# ---- censored milestones, bounds and leads at their edges (issue 25) ----------------------------
+
+
+def test_a_milestone_never_met_is_right_censored_after_the_last_revision():
+    recs = healthy()
+    m = T.t_induction(recs, min_heads=4)
+    assert m.censored and m.point is None and m.before.revision == "step6" and m.bracket == (1e12, float("inf"))
+    met = T.t_induction(recs)
+    assert not met.censored and met.bracket == (1e8, 1e9)
+    first = T.t_induction(healthy(induction_sets=((A, B, C),) * 7))
+    assert first.before is None and first.bracket == (0.0, 1e8)
+    assert T.first_meeting("nothing", [], []) == T.Milestone("nothing", None, None)
+
+
+def test_ratio_bounds_at_zero():
+    assert T._ratio_bound(0.0, 0.0, 0.0) == 0.0 and T._ratio_bound(0.0, 0.0, float("inf")) == float("inf")
+    assert T._ratio_bound(1.0, 0.0, 0.0) == float("inf") and T._ratio_bound(3.0, 1.0, 0.0) == 3.0
+    assert T._ratio_bound(2.0, 4.0, 9.0) == 0.5 and T._ratio_bound(float("inf"), 2.0, 0.0) == float("inf")
+    assert T._ratio_bound(5.0, float("inf"), 9.0) == 0.0
+
+
+def test_separation_with_both_milestones_at_a_zero_token_first_revision():
+    recs = healthy(tokens=(0.0, 1e9, 3e9, 1e10, 2e10, 1e11, 1e12), bos_fractions=(0.5,) * 7,
+                   induction_sets=((A, B, C),) * 7)
+    sep = T.induction_bos_separation(recs)
+    assert sep.ratio is None and sep.bounds == (0.0, float("inf")) and sep.censored == ()
+
+
+def test_separation_point_estimate_needs_only_positive_tokens():
+    recs = healthy(tokens=(1.0, 1e9, 3e9, 1e10, 2e10, 1e11, 1e12), induction_sets=((A, B, C),) * 7)
+    assert T.induction_bos_separation(recs).ratio == 1e11
+
+
+def test_recall_at_the_final_revision_uses_the_circuits_own_threshold():
+    """Heads found earlier may be counted at another threshold, but the final revision's circuit is
+    itself: recall 1 there even when the intermediate threshold is the stricter one."""
+    final, series = T.recall_series(healthy(), intermediate_threshold=100.0)
+    assert series[-1].recall == 1.0 and series[1].recall == 0.0 and final == {A, B, C}
+
+
+def test_recall_point_at_the_first_revision_and_without_a_circuit():
+    conv = T.first_recall_at_least(healthy(induction_sets=((A, B, C),) * 7))
+    assert conv.point.point.index == 0 and conv.fraction_bounds == (0.0, 1e8 / 1e12)
+    none = T.first_recall_at_least(healthy(induction_sets=((A,),) * 6 + ((),)))
+    assert none.point is None and none.fraction_of_total is None and none.fraction_bounds is None
+    assert not T.pr_lead(healthy(induction_sets=((A,),) * 6 + ((),))).holds  # no heads: F5 has nothing to hold on
+
+
+def test_leads_at_their_edges():
+    recs = healthy(tokens=(1.0, 1e9, 3e9, 1e10, 2e10, 1e11, 1e12))
+    assert T.head_lead(recs, A).lead == 1e9  # elevated at 1 token, crosses at 1e9
+    zero = healthy(tokens=(0.0, 1e9, 3e9, 1e10, 2e10, 1e11, 1e12))
+    assert T.head_lead(zero, A).lead is None  # elevated at 0 tokens: no ratio
+    never = T.head_lead(healthy(), D)  # D is an induction head only at step1-2, never elevated
+    assert never.elevated is None and never.lead is None and never.timing == "never"
+    nowhere = T.head_lead(healthy(), "L7_H3")  # never crosses
+    assert nowhere.crossed is None and nowhere.lead is None and nowhere.timing is None and nowhere.holds
+
+
+def test_head_lead_crosses_at_exactly_the_threshold():
+    recs = healthy()
+    recs[2].all_head_selectivity[C]["induction"] = 50.0
+    assert T.head_lead(recs, C).crossed.revision == "step2"
+
+
+def test_head_lead_refuses_missing_pr_and_head_dimension():
+    recs = healthy()
+    del recs[3].pr[A]
+    with pytest.raises(ValueError, match=r"no PR for L3_H0 at revisions \['step3'\]"):
+        T.head_lead(recs, A)
+    flat = healthy()
+    flat[2].d_head = 1
+    with pytest.raises(ValueError, match="d_head unknown"):
+        T.head_lead(flat, A)
+
+
+def test_top1_count_needs_both_the_count_and_its_n():
+    from headwatch.probes.record import TaskMetrics
+
+    both = T.top1_count(TaskMetrics(loss=1.0, top1=0.05, top5=0.1, mean_logit_target=1.0, n=2000, top1_count=100), None)
+    assert both == T.Top1Count(100, 2000, False)
+    for n, k in ((None, 100), (2000, None)):
+        rate = TaskMetrics(loss=1.0, top1=0.05, top5=0.1, mean_logit_target=1.0, n=n, top1_count=k)
+        assert T.top1_count(rate, 1000) == T.Top1Count(50, 1000, True) and T.top1_count(rate, None) is None
+
+
+def test_exact_tests_need_both_counts():
+    count = T.Top1Count(5, 2000, False)
+    v = T.AblationVerdict(baseline_top1=0.05, circuit_top1=0.0025, random_top1=0.01, circuit_heads=(A,),
+                          random_heads=(B,), max_share=0.25, circuit_count=None, random_count=count, baseline_count=count)
+    assert v.p_vs_random is None and v.p_vs_baseline is None and not v.beats_random and not v.below_baseline
+    w = T.AblationVerdict(baseline_top1=0.05, circuit_top1=0.0025, random_top1=0.01, circuit_heads=(A,),
+                          random_heads=(B,), max_share=0.25, circuit_count=count)
+    assert w.p_vs_random is None and w.p_vs_baseline is None and not w.holds
+
+
+def test_below_random_needs_a_random_control():
+    """No matched-random ablation: the circuit is not below a control that does not exist (and no
+    comparison with None is attempted)."""
+    v = T.AblationVerdict(baseline_top1=0.05, circuit_top1=0.0025, random_top1=None, circuit_heads=(A,),
+                          random_heads=(), max_share=0.25)
+    assert v.below_random is False and not v.beats_random and not v.holds
+
+
+def test_ablation_verdict_needs_the_circuit_ablation():
+    recs = healthy()
+    recs[-1].ablations = [a for a in recs[-1].ablations if a.name != "induction_circuit"]
+    assert T.ablation_verdict(recs[-1]) is None and T.last_with_ablations(recs) is None
+
+
+def test_elevated_by_before_the_first_revision_is_empty():
+    assert T.elevated_by(healthy(), -1) == frozenset() and T.elevated_by(healthy(), 0) == {A}
+
+
+def test_ablation_verdict_needs_the_cut_as_well_as_both_tests():
+    count = T.Top1Count
+    v = T.AblationVerdict(baseline_top1=0.1, circuit_top1=0.05, random_top1=0.2, circuit_heads=(A,), random_heads=(B,),
+                          max_share=0.25, baseline_count=count(200, 2000, False), circuit_count=count(100, 2000, False),
+                          random_count=count(400, 2000, False))
+    assert v.beats_random and v.below_baseline and not v.cuts_enough and not v.holds
+
+
+def test_a_lead_needs_a_crossing():
+    recs = healthy(pr={**HEALTHY["pr"], "L7_H3": (PR_HIGH,) * 7})  # elevated from step0, never an induction head
+    lead = T.head_lead(recs, "L7_H3")
+    assert lead.elevated.index == 0 and lead.crossed is None and lead.lead is None

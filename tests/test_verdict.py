@@ -9,10 +9,14 @@ import pytest
 from headwatch.claims import synthetic as S
 from headwatch.claims.check import PYTEST_OUTCOME
 from headwatch.claims.judge import judge_model
-from headwatch.claims.verdict import DETAILS, Status, Verdict
+from headwatch.claims.verdict import (
+    DETAILS, GRID, OPEN, STATUS_WORDS, WORDS, DeclaredOutcome, KeyFigure, Status, Verdict, check_deviation, declared_outcome,
+    fmt_interval,
+    fmt_number, fmt_share,
+)
 from headwatch.names import did_you_mean, model_matches, split_list
 from headwatch.probes.record import ProbeSettings
-from headwatch.spec import CLAIMS, SPEC, Expectations
+from headwatch.spec import CLAIMS, SPEC, Deviation, Expectations
 
 
 @pytest.mark.parametrize("case", ["healthy", *S.NEGATIVE_CONTROLS])
@@ -32,12 +36,42 @@ def test_every_verdict_survives_its_json_form(case):
 def test_status_mapping_and_outcomes_are_total():
     assert [Status.of(x) for x in (True, False, None)] == [Status.HOLDS, Status.FAILS, Status.NOT_APPLICABLE]
     assert set(PYTEST_OUTCOME) == set(Status)  # one place decides every status's pytest outcome
-    assert {s.value for s in Status} == {"holds", "holds_vacuously", "consistent_not_established", "fails",
-                                         "not_applicable", "not_judged"}
-    # never a plain pass unless the claim holds; "not judged" and "consistent, not established" skip
+    assert {s.value for s in Status} == {"holds", "holds_vacuously", "consistent_not_established", "not_established",
+                                         "fails", "not_applicable", "not_judged"}
+    # never a plain pass unless the claim holds; only "fails" fails; everything else skips
     assert {s for s, o in PYTEST_OUTCOME.items() if o == "pass"} == {Status.HOLDS, Status.HOLDS_VACUOUSLY}
-    assert PYTEST_OUTCOME[Status.NOT_JUDGED] == PYTEST_OUTCOME[Status.CONSISTENT_NOT_ESTABLISHED] == "skip"
-    assert [s.holds for s in (Status.CONSISTENT_NOT_ESTABLISHED, Status.NOT_JUDGED)] == [None, None]
+    assert {s for s, o in PYTEST_OUTCOME.items() if o == "fail"} == {Status.FAILS}
+    assert [s.holds for s in (Status.CONSISTENT_NOT_ESTABLISHED, Status.NOT_ESTABLISHED, Status.NOT_JUDGED)] == [None] * 3
+
+
+def test_every_word_a_status_is_shown_in_comes_from_one_table():
+    from headwatch.claims.judge import status_word
+    from headwatch.claims.report_data import CELL_LABEL, cell_status
+    from headwatch.claims.report_render import _GRID_WORD, STATUS_LABEL, STATUS_STYLE
+
+    assert set(WORDS) == set(Status) and STATUS_WORDS == {s: w.words for s, w in WORDS.items()}
+    assert len({w.words for w in WORDS.values()}) == len(Status)  # words tell statuses apart
+    assert STATUS_LABEL is CELL_LABEL and set(STATUS_STYLE) == set(CELL_LABEL)
+    assert _GRID_WORD == {s.value: WORDS[s].short for s in Status}
+    v = judge_model(S.healthy(), S.HEALTHY_EXPECT)["F2"]
+    gone = v.declare(Deviation("expected a step", key=(0.5, 1.0)))
+    assert declared_outcome(gone) is DeclaredOutcome.GONE and cell_status(gone) == "deviation gone"
+    assert status_word(gone) == "holds (declared deviation did NOT occur)" and cell_status(v) == "holds"
+    failing = judge_model(S.NEGATIVE_CONTROLS["ramp_for_declared_step"].records(),
+                          S.NEGATIVE_CONTROLS["ramp_for_declared_step"].expect)["F2"]
+    assert status_word(failing.declare(Deviation("r", key=(0.0, 0.5)))) == "fails (declared known deviation)"
+    assert status_word(failing.declare(Deviation("r", key=(0.6, 1.0)))) == "fails (declared deviation does NOT match)"
+    assert declared_outcome(failing) is None and status_word(failing) == "fails"
+
+
+def test_interval_notation():
+    assert fmt_interval((5.087, 26.4)) == "[5.09, 26.4]" and fmt_interval((5.087, 26.4), ends=OPEN) == "(5.09, 26.4)"
+    assert fmt_interval((10.0, 23.0), ends=GRID) == "(10, 23]" and fmt_interval((1000.0, None), ends=OPEN) == "(1000, inf)"
+    assert fmt_interval((None, 3.0)) == "(-inf, 3]" and fmt_interval(None) == ""
+    assert KeyFigure("q", 1.0, interval=(1.0, None), ends=GRID).interval_text() == "(1, inf)"
+    assert [fmt_number(x) for x in (999.4, 1000.0, 999999.0, 1e6, 1.02e6, -2500.0)] == [
+        "999", "1000", "999999", "1e+06", "1.02e+06", "-2500"]
+    assert fmt_number(1500.5, "g") == "1500.5" and fmt_interval((2.0, 3.0), "g") == "[2, 3]"
 
 
 def test_skip_reasons_start_with_the_status_in_words():
@@ -50,6 +84,10 @@ def test_skip_reasons_start_with_the_status_in_words():
     assert skip_reason("F4", "m", withheld).startswith("not judged: organism did not form: did not form as declared: 0 heads")
     consistent = judge_model(S.healthy(ablations=S.Ablations(baseline=0.0405, circuit=0.0025, random=0.0055)))["causal"]
     assert skip_reason("causal", "m", consistent).startswith("consistent, not established: causal for m:")
+    missing = judge_model(S.healthy(ablations=S.Ablations(random=None)))["causal"]
+    assert skip_reason("causal", "m", missing).startswith("not established: causal for m:")
+    na = judge_model(S.healthy(), Expectations(dclm=False))["F3"]
+    assert skip_reason("F3", "m", na).startswith("F3 not applicable to m: ")
 
 
 def test_formation_and_declared_deviations_survive_the_json_form():
@@ -82,3 +120,57 @@ def test_name_helpers():
     assert model_matches("p.m", "org/x", "m", "p.m") and not model_matches("pythia", "EleutherAI/pythia-1b")
     assert did_you_mean("papr", ["paper", "published"]) == " (did you mean 'paper'?)"
     assert did_you_mean("zzz", ["paper"]) == ""
+
+
+def test_figure_captions_take_their_numbers_from_spec(monkeypatch):
+    """No caption hard-codes a threshold: with SPEC's numbers changed, every caption changes with them."""
+    import dataclasses
+
+    from headwatch.claims import figures
+
+    other = dataclasses.replace(SPEC, induction=77.0, bos=33.0, label=31.0, induction_min_heads=4, bos_level=0.6,
+                                recall_level=3 / 4, f4_max_fraction=0.04, f1_layers=(0, 1, 2))
+    monkeypatch.setattr(figures, "SPEC", other)
+    captions = " ".join(f.caption for f in figures.model_figures(S.healthy(), {}, "planted"))
+    for text in ("77x", "33x", "31x", ">= 4 heads", "60%", "first 4% of training", "layers 0/1/2"):
+        assert text in captions, text
+    for stale in ("50x", "30x", "2.5%", ">= 3 heads", "layers 0/1,"):
+        assert stale not in captions, stale
+
+
+def test_fmt_share_writes_simple_fractions_only():
+    assert [fmt_share(x) for x in (2 / 3, 0.5, 3 / 4, 0.1, 1 / 11, 0.0, 1.0, 0.5 + 1.02e-9)] == [
+        "2/3", "1/2", "3/4", "1/10", "0.0909", "0", "1", "0.5"]
+
+
+def test_declared_deviation_matching():
+    failing = judge_model(S.NEGATIVE_CONTROLS["ramp_for_declared_step"].records(),
+                          S.NEGATIVE_CONTROLS["ramp_for_declared_step"].expect)["F2"]  # key 0.3333, fails
+    key = failing.figure.value
+    assert check_deviation(failing, Deviation("r", key=(key, 1.0))).matches  # the key at either end matches
+    assert check_deviation(failing, Deviation("r", key=(0.0, key))).matches
+    assert not check_deviation(failing, Deviation("r", key=(key + 1e-6, 1.0))).matches
+    assert check_deviation(failing, Deviation("r", key=(0.9, 1.0)), one_revision_of_many=True).matches  # key not checked
+    held = judge_model(S.healthy(), S.HEALTHY_EXPECT)["F2"]
+    found = check_deviation(held, Deviation("r", key=(0.0, 1.0), revisions=()))
+    assert not found.matches and found.measured == "the claim holds; key 0.3333; revisions none"
+    no_figure = replace(failing, figure=None)
+    assert not check_deviation(no_figure, Deviation("r", key=(0.0, 1.0))).matches
+    assert check_deviation(no_figure, Deviation("r", key=(0.0, 1.0))).measured == "key none"
+    f1 = judge_model(S.NEGATIVE_CONTROLS["bos_head_in_layer_0"].records())["F1"]  # fails at step2, head L0_H1
+    assert check_deviation(f1, Deviation("r", revisions=("step2",), heads=("L0_H1",))).matches
+    assert not check_deviation(f1, Deviation("r", revisions=("step2", "step3"))).matches  # exactly these fail
+    assert check_deviation(f1, Deviation("r", revisions=("step2", "step3")), one_revision_of_many=True).matches
+    assert not check_deviation(held, Deviation("r", revisions=())).matches
+
+
+def test_json_form_edges():
+    from headwatch.claims.verdict import F1Details, Point, _build, plain
+
+    assert plain(Point) is Point and plain(Point("s", 1.0)) == {"revision": "s", "tokens": 1.0}
+    assert _build(Point | str, "abc") == "abc"
+    older = _build(F1Details, {"layers": [0, 1], "threshold": 30.0})  # verdict JSON without the later fields
+    assert (older.revisions_checked, older.bos_heads_anywhere, older.vacuous_revisions) == (0, 0, ())
+    from headwatch.claims.verdict import CausalDetails
+
+    assert _build(CausalDetails, {}).n_random_heads == 0 and CausalDetails().counts_reconstructed is False

@@ -88,7 +88,7 @@ def test_pypi_fixtures_stays_importable_beside_it(installed):
 def test_installed_judge_runs_from_anywhere(installed):
     out = _run([str(installed["venv"] / "bin" / "headwatch"), "judge", "--panel", "published"],
                cwd=installed["cwd"], env=installed["env"])
-    assert "allenai/OLMo-1B-0724-hf (olmo-1b, panel published)" in out.stdout and "F3        consistent, not established 11.5x [5.09, 26.4]" in out.stdout
+    assert "allenai/OLMo-1B-0724-hf (olmo-1b, panel published)" in out.stdout and "F3        consistent, not established 11.5x (5.09, 26.4)" in out.stdout
     cache = _run([str(installed["python"]), "-c", "from headwatch.paths import default_cache_dir as d; "
                   "print(d()); print(d('organisms'))"], cwd=installed["cwd"], env=installed["env"]).stdout.split()
     home = str(installed["home"] / ".cache" / "headwatch")

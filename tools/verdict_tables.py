@@ -12,7 +12,7 @@ import argparse
 from pathlib import Path
 
 from headwatch.claims.report_data import model_report, rows_of
-from headwatch.claims.verdict import fmt_interval
+from headwatch.claims.verdict import GRID, fmt_interval
 from headwatch.fixtures.panels import load_panel
 from headwatch.fixtures.provider import Provider, ProviderOptions
 from headwatch.names import split_list
@@ -20,13 +20,13 @@ from headwatch.paths import default_cache_dir
 
 
 def verdict_rows(report) -> list[str]:
-    out = ["| verdict | status | key | figure [interval] | bar | method |", "| --- | --- | --- | --- | --- | --- |"]
+    out = ["| verdict | status | key | figure, interval | bar | method |", "| --- | --- | --- | --- | --- | --- |"]
     for claim in rows_of([report]):
         v = report.verdicts.get(claim)
         if v is None:
             continue
         f = v.figure
-        value = "" if f is None or f.value is None else f"{f.value:.4g} {fmt_interval(f.interval)}".strip()
+        value = "" if f is None or f.value is None else f"{f.value:.4g} {f.interval_text()}".strip()
         p = f" p = {f.p_value:.3g}" if f is not None and f.p_value is not None else ""
         out.append(f"| {claim} | {v.status.words} | {v.key} | {value}{p} | {'' if f is None or f.bar is None else f'{f.bar:g}'} "
                    f"| {'' if f is None else f.method} |")
@@ -46,7 +46,7 @@ def f4_rows(report) -> list[str]:
             out.append(f"| {name} | never | | {paper} |")
         else:
             out.append(f"| {name} | {c.revision} ({c.tokens / 1e9:.3g}B) | {100 * c.fraction_of_total:.3g}% "
-                       f"{fmt_interval(tuple(100 * x for x in c.fraction_interval))} | {paper} |")
+                       f"{fmt_interval(tuple(100 * x for x in c.fraction_interval), ends=GRID)} | {paper} |")
     return out
 
 
