@@ -17,6 +17,7 @@ from headwatch.probes.record import MeasurementRecord, TaskMetrics, parse_head_k
 from headwatch.probes.selectivity import bos_fraction, bos_heads, induction_circuit
 from headwatch.spec import SPEC
 from headwatch.stats import count_from_rate, fisher_less, nested_draw_probability
+from headwatch.validation import InputError
 
 
 
@@ -374,7 +375,9 @@ def head_lead(
     recs = by_tokens(records)
     missing = [r.revision for r in recs if r.pr is None or head not in r.pr]
     if missing:
-        raise ValueError(f"no PR for {head} at revisions {missing} of {recs[0].model}")
+        raise InputError(f"no PR for {head} at revisions {missing} of {recs[0].model}: those records' pr tables "
+                         "lack a head of the final circuit; measure them again (or drop pr from every record to "
+                         "leave F5 not applicable)")
     if any(r.d_head <= 1 for r in recs):
         raise ValueError(f"d_head unknown for {recs[0].model}: PR elevation needs the head dimension")
     points = tokens_per_revision(recs)
@@ -529,7 +532,10 @@ def top1_count(metrics: TaskMetrics, n_examples: int | None) -> Top1Count | None
         return Top1Count(metrics.top1_count, metrics.n, False)
     if n_examples is None:
         return None
-    return Top1Count(count_from_rate(metrics.top1, n_examples), n_examples, True)
+    try:
+        return Top1Count(count_from_rate(metrics.top1, n_examples), n_examples, True)
+    except ValueError as e:  # a hand-edited or foreign record: bad input, not a defect
+        raise InputError(f"a record's task.top1 {metrics.top1!r}: {e}") from None
 
 
 @dataclass(frozen=True)

@@ -8,20 +8,29 @@
   (``tempfile.mkdtemp`` makes folders 0700; ``save_pretrained`` writes weights 0600).
 - :func:`check_output_file` / :func:`check_output_dir`: the CLI's output paths, checked before any
   compute: an existing symlink, FIFO, device or folder is refused (a rename would replace it), and
-  the folder must take a new file. ``-`` means stdout.
+  the folder must take a new file. ``-`` means stdout. :func:`check_folder`: a folder option (a cache,
+  a log folder) that exists must be a folder.
+- Reading (:func:`open_regular`, :func:`read_bounded`, :func:`read_json`): every file headwatch
+  reads that a user, a cache or another machine put there is opened without blocking, must be a
+  regular file (a FIFO would block forever, a device such as ``/dev/zero`` never ends) no bigger
+  than its kind's bound, and JSON may nest at most :data:`MAX_JSON_DEPTH` levels (deeper input would
+  exhaust the parser's recursion). What was found otherwise is named: a FIFO, a device, a folder, a
+  symlink loop, a file over the bound (:class:`UnreadableFile`, bad input).
 
 Imports only the standard library (the CLI checks paths before it imports torch).
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
+import re
 import stat
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from headwatch.validation import InputError
+from headwatch.validation import InputError, input_error_from
 
 #: ``--out -`` / ``--json -``: write to stdout.
 STDOUT = "-"
@@ -55,18 +64,23 @@ def dir_mode() -> int:
 def write_atomic(path: str | os.PathLike, data: bytes | str) -> None:
     """Write ``data`` to a temporary file beside ``path``, give it the umask's mode, rename it into place."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode("utf-8") if isinstance(data, str) else data)
             os.fchmod(f.fileno(), file_mode())  # mkstemp's 0600 is for the temporary name only
             f.flush()
             os.fsync(f.fileno())  # the bytes reach the disk (or the file server) before the name does
         os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
+    except BaseException as e:
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
+        # a full disk, a quota, a permission: the user's machine, named with the file (bad input)
+        problem = input_error_from(e, f"writing {path}") if isinstance(e, OSError) else None
+        if problem is not None:
+            raise problem from None
         raise
 
 
@@ -155,3 +169,144 @@ def check_output_dir(raw: str | os.PathLike, flag: str) -> Path:
         raise InputError(f"{flag}: {path} exists and is {_kind(path.stat().st_mode)}, not a folder; give a folder")
     _writable_folder(path, flag)
     return path
+
+
+def check_folder(raw: str | os.PathLike, what: str) -> Path:
+    """A folder option (``--cache-dir``, ``--log-dir``, ``HEADWATCH_CACHE_DIR``): where something exists
+    at that path, it must be a folder (or a symlink to one). Nothing is created here."""
+    path = Path(raw).expanduser()
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return path
+    except NotADirectoryError:  # a part of the path is a file
+        blocker = next((p for p in path.parents if p.exists() and not p.is_dir()), path.parent)
+        raise InputError(f"{what} {path} cannot be created: {blocker} is a file, not a folder; give a folder") from None
+    except OSError as e:
+        raise UnreadableFile(f"{what} {path}: {_os_reason(e)}; give a folder") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise InputError(f"{what} {path} is {_kind(st.st_mode) if not stat.S_ISREG(st.st_mode) else 'a regular file'}, "
+                         "not a folder; give a folder (it is created if missing)")
+    return path
+
+
+def inside(root: str | os.PathLike, name: str, what: str) -> Path:
+    """``root / name`` for a ``name`` that stays inside ``root`` as written: not absolute, no ``..``
+    part, nothing empty (``sub/step1`` is fine). Symlinks inside are followed later as usual (a Hub
+    cache's snapshot links into its blobs). InputError naming ``what`` otherwise."""
+    text = os.fspath(name)
+    parts = text.replace(os.sep, "/").split("/")
+    if not text.strip() or text.startswith(("/", os.sep)) or os.path.isabs(text) or ".." in parts or "\0" in text:
+        raise InputError(f"{what} {text!r} leaves {root} (an absolute path, or one with '..'); it must name "
+                         f"something inside that folder, such as {Path(text).name or 'step1000'!r}")
+    return Path(root) / text
+
+
+# ---- reading files a user, a cache or another machine put there ------------------------------------
+
+#: Bounds on what one read may take, by kind of file. Records of the paper's models are ~100 KB,
+#: a Hub ref 40 bytes, a panel a few KB, a config.json a few KB (tokenizer vocabularies are not read).
+MAX_BYTES = {"record": 64 << 20, "cache entry": 64 << 20, "panel": 4 << 20, "json": 16 << 20, "ref": 4096}
+#: JSON (and TOML) nesting headwatch reads; its records nest 5 deep. Python's parsers recurse once per
+#: level and raise RecursionError near 1000, so the text is checked before it is parsed.
+MAX_JSON_DEPTH = 64
+
+
+class UnreadableFile(InputError):
+    """A file headwatch was to read is not a regular file of bounded size, or cannot be opened; the
+    message names the path and what was found there."""
+
+
+class MissingFile(UnreadableFile):
+    """The file (or what its symlink points at) does not exist."""
+
+
+def _os_reason(e: OSError) -> str:
+    if e.errno == errno.ELOOP:
+        return "a symlink loop (a link that points back at itself, directly or through other links)"
+    return e.strerror or str(e)
+
+
+def open_regular(path: str | os.PathLike, what: str, limit: int | None = None):
+    """``path`` opened for binary reading; it must be a regular file (after symlinks) of at most
+    ``limit`` bytes (None: any size). Opened non-blocking, so a FIFO is named instead of waited on.
+
+    Returns ``(file, size)``; a reader takes no more than ``size`` bytes (the file may grow).
+    Raises :class:`MissingFile` or :class:`UnreadableFile` naming ``what`` and the path."""
+    path = os.fspath(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        if e.errno == errno.ENOENT:
+            target = f" (a symlink to {os.readlink(path)}, which does not exist)" if os.path.islink(path) else ""
+            raise MissingFile(f"{what} {path}: no such file{target}") from None
+        raise UnreadableFile(f"{what} {path}: cannot be opened: {_os_reason(e)}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UnreadableFile(f"{what} {path} is {_kind(st.st_mode)}, not a regular file; headwatch reads "
+                                 "only regular files here (replace it with the file it should be)")
+        if limit is not None and st.st_size > limit:
+            raise UnreadableFile(f"{what} {path} is {st.st_size:,} bytes, over the {limit:,}-byte bound for a "
+                                 f"{what}; it is not one (or is damaged): replace it")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb"), st.st_size
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_bounded(path: str | os.PathLike, what: str, limit: int | None = None) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes (:func:`open_regular`)."""
+    f, size = open_regular(path, what, limit if limit is not None else MAX_BYTES.get(what, MAX_BYTES["json"]))
+    with f:
+        return f.read(size)
+
+
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"')
+
+
+def nesting_depth(text: str | bytes) -> int:
+    """How deep ``[`` / ``{`` nest in JSON (or TOML) text, strings skipped; linear time, no recursion."""
+    data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    depth = deepest = 0
+    for c in _STRINGS.sub(b"", data).translate(None, _NOT_BRACKETS):
+        if c in b"[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth -= 1
+    return deepest
+
+
+def check_depth(text: str | bytes, where: str, limit: int = MAX_JSON_DEPTH) -> None:
+    """InputError naming ``where`` when ``text`` nests deeper than ``limit`` (checked before parsing)."""
+    depth = nesting_depth(text)
+    if depth > limit:
+        raise UnreadableFile(f"{where}: nests {depth} levels deep, over the bound of {limit}; headwatch's files "
+                             "nest a few levels: this is not one (replace it)")
+
+
+def refuse_non_finite(name: str) -> Any:
+    """json's hook for NaN, Infinity and -Infinity, which headwatch never writes and never accepts."""
+    raise ValueError(f"holds {name}, which is not a number a measurement can have (headwatch writes "
+                     "finite numbers only); regenerate the file")
+
+
+def parse_json(text: str | bytes, where: str, *, finite: bool = True) -> Any:
+    """JSON text parsed after its depth is checked; NaN/Infinity refused with ``finite`` (ValueError)."""
+    check_depth(text, where)
+    try:
+        return json.loads(text, parse_constant=refuse_non_finite if finite else None)
+    except RecursionError:  # unreachable after check_depth; kept so that it never escapes
+        raise UnreadableFile(f"{where}: nests too deep to read") from None
+
+
+def read_json(path: str | os.PathLike, what: str = "json", *, limit: int | None = None, finite: bool = True) -> Any:
+    """A JSON file read through :func:`read_bounded` and :func:`parse_json`.
+
+    Raises UnreadableFile (missing, not a regular file, too big, too deep), UnicodeDecodeError,
+    json.JSONDecodeError or ValueError (NaN / Infinity); callers name the file in their own words."""
+    data = read_bounded(path, what, limit)
+    return parse_json(data.decode("utf-8"), f"{what} {os.fspath(path)}", finite=finite)

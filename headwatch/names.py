@@ -61,3 +61,54 @@ def nearest_hint(name: str, choices: Iterable[str]) -> str:
     if near:
         return f"closest existing: {', '.join(near)}"
     return f"it has {len(choices)} branch(es)" + (f", e.g. {', '.join(sorted(choices)[:5])}" if choices else "")
+
+
+_NUMBERED = re.compile(r"(.*?)(\d+)(\D*)")
+
+
+def compact(names: Iterable[str], limit: int = 8) -> str:
+    """Many names in a line: numbered names of one pattern as ranges (``step1..step5000`` for every
+    step, ``step0..step9000 every 1000``), others as they are; past ``limit`` parts, the first ones
+    and how many more. Order: as given, groups kept together."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    parts_of: list[tuple[str, str] | str] = []
+    for name in dict.fromkeys(names):
+        m = _NUMBERED.fullmatch(name)
+        if m is None or (len(m.group(2)) > 1 and m.group(2).startswith("0")) or len(m.group(2)) > 18:
+            parts_of.append(name if len(name) <= 60 else f"{name[:40]}...({len(name)} characters)")
+            continue  # step007 kept as written; a number of hundreds of digits shortened
+        key = (m.group(1), m.group(3))
+        if key not in groups:
+            groups[key] = []
+            parts_of.append(key)
+        groups[key].append(int(m.group(2)))
+    parts: list[str] = []
+    for item in parts_of:
+        if isinstance(item, str):
+            parts.append(item)
+            continue
+        prefix, suffix = item
+        numbers = sorted(set(groups[item]))
+        i = 0
+        while i < len(numbers):  # arithmetic runs of three or more become ranges
+            j = i + 1
+            step = numbers[j] - numbers[i] if j < len(numbers) else 0
+            while j + 1 < len(numbers) and numbers[j + 1] - numbers[j] == step:
+                j += 1
+            if j - i >= 2:
+                every = "" if step == 1 else f" every {step}"
+                parts.append(f"{prefix}{numbers[i]}{suffix}..{prefix}{numbers[j]}{suffix}{every}")
+                i = j + 1
+            else:
+                parts.append(f"{prefix}{numbers[i]}{suffix}")
+                i += 1
+    shown = ", ".join(parts[:limit])
+    return shown + (f", ... ({len(parts) - limit} more)" if len(parts) > limit else "")
+
+
+def duration(seconds: float) -> str:
+    """A duration as people read it: ``3725`` -> ``1 h 02 min``; ``95`` -> ``1 min 35 s``; ``12.3`` -> ``12 s``."""
+    s = max(0, int(round(seconds)))
+    if s >= 3600:
+        return f"{s // 3600} h {s % 3600 // 60:02d} min"
+    return f"{s // 60} min {s % 60:02d} s" if s >= 60 else f"{s} s"

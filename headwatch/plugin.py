@@ -62,8 +62,8 @@ EXIT_STATUS = {
     0: "every test passed (skips and declared deviations included)",
     1: "a claim failed (or one of headwatch's own tests)",
     3: "headwatch crashed in a claim test or its fixtures (a bug: please report it); also pytest's INTERNALERROR",
-    4: "bad input: an option or panel (before any test ran), or a checkpoint, record or cache found bad while "
-       "measuring",
+    4: "bad input: an option or panel (before any test ran), or a checkpoint, record, cache or the machine (a "
+       "full disk, a permission) found bad while measuring",
 }
 #: user_properties key marking a claim test's report that is an error, with "crash" or "input".
 ERROR_PROPERTY = "headwatch_error"
@@ -335,10 +335,39 @@ def _parametrize_populations(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Formation tests first: an organism that did not form is reported before its claims are judged."""
+    """Formation tests first: an organism that did not form is reported before its claims are judged.
+    Tests that would meet the placeholder ``model_entry`` (another copy of the claim tests) are one
+    usage error naming which claims folder is active."""
+    _refuse_other_claim_copies(items)
     if not wanted(config):
         return
     items[:] = sorted(items, key=lambda item: 0 if is_claim_test(item.path) and item.path.name == "test_formation.py" else 1)
+
+
+def _refuse_other_claim_copies(items: list[pytest.Item]) -> None:
+    """Claim tests of another copy of headwatch (a second clone of the repository) request this
+    plugin's ``model_entry`` / ``revision``, which it parametrises only for the installed copy's
+    claims: say which claims folder is active, once, instead of an error per test."""
+    def placeholder(item: pytest.Item) -> bool:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None or "model_entry" in getattr(getattr(item, "callspec", None), "params", {}):
+            return False
+        defs = info.name2fixturedefs.get("model_entry") or info.name2fixturedefs.get("revision") or ()
+        return bool(defs) and getattr(defs[-1].func, "__module__", None) == __name__  # not a foreign fixture
+    stray = [item for item in items if placeholder(item)]
+    if not stray:
+        return
+    from headwatch import __version__
+    from headwatch.paths import source_checkout
+
+    folders = sorted({str(Path(item.path).parent) for item in stray})
+    installed = source_checkout()
+    raise pytest.UsageError(
+        f"{len(stray)} test(s) in {', '.join(folders)} are claim tests of another copy of headwatch: the headwatch "
+        f"installed here ({__version__}, {'from the checkout ' + str(installed) if installed else 'a wheel'}) runs "
+        f"the claim tests in {CLAIMS_DIR}, the active claims folder, and parametrises only those. Run `pytest "
+        f"{CLAIMS_DIR}` to judge with it, or install this copy (`pip install -e <its root>` in its own virtual "
+        "environment) to judge with that one")
 
 
 # ---- fixtures -----------------------------------------------------------------------------------
@@ -546,11 +575,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     exc = call.excinfo.value
     if isinstance(exc, (AssertionError, pytest.fail.Exception)) and rep.when == "call":
         return  # a claim that does not hold: the finding
-    from headwatch.validation import InputError
+    from headwatch.validation import input_error_from
 
-    if isinstance(exc, InputError):
+    problem = input_error_from(exc)  # InputError, or the user's machine (a full disk, a permission)
+    if problem is not None:
         rep.user_properties.append((ERROR_PROPERTY, "input"))
-        rep.longrepr = f"bad input: {exc}"  # the message says what to do; a traceback would bury it
+        rep.longrepr = f"bad input: {problem}"  # the message says what to do; a traceback would bury it
     else:
         rep.user_properties.append((ERROR_PROPERTY, "crash"))
         rep.sections.append(("headwatch", "internal error: this exception is a bug in headwatch, not a finding "

@@ -256,12 +256,11 @@ class Selection:
     def resolve(self, *, list_branches: bool = True) -> list[Any]:
         """The selected models with concrete revisions: a ``--reference-dir`` folder's own,
         ``{ log_spaced = n }`` specs chosen from the branches (unless ``list_branches`` is False:
-        listing them may train an organism or ask the Hub), ``--revisions`` applied, a published
-        model's revisions checked against its files. Idempotent."""
+        listing them may train an organism or ask the Hub), ``--revisions`` applied, revisions the
+        model's source lacks refused, all at once (``Provider.refuse_missing_revisions``). Idempotent."""
         if self.resolved:
             return self.models
         from headwatch.fixtures import panels
-        from headwatch.names import did_you_mean
 
         provider, models = self.provider, self.models
         if self.options.reference_dir:  # a reference folder brings its own revisions
@@ -276,14 +275,9 @@ class Selection:
             whole = {m.id: m for m in models}
             models = [_part_of(whole[m.id], m) for m in panels.select(
                 [panels.Panel("selection", Path("."), tuple(models))], revisions=self.choices.revisions)]
-        for m in models:  # a published model's revisions are known now: a missing one is bad input
-            if m.source == "reference" and not self.options.reference_dir:
-                published = provider.list_revisions(m)
-                absent = [r for r in m.revisions if r not in published]
-                if absent:
-                    raise panels.PanelError(
-                        f"model {m.id}: no published measurement at {', '.join(absent)}; published: "
-                        f"{', '.join(published)}" + did_you_mean(absent[0], published))
+        for m in models:  # revisions the source does not have: one error listing them all, before any work
+            if list_branches or m.source == "reference":  # otherwise the Hub is not asked
+                provider.refuse_missing_revisions(m)
         self.models, self.resolved = models, not any(m.revision_query for m in models)
         for m in models:
             self.run.models[m.id] = {"repo": m.repo, "panel": m.panel, "source": m.source,

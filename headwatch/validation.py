@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import functools
 import math
 import re
@@ -47,6 +48,57 @@ class InputError(ValueError):
     ``headwatch`` exits 2 on it; under pytest it is a usage error (exit 4). Every error headwatch
     raises about what a user gave (panels, checkpoints, records, folders) derives from it.
     """
+
+
+class EnvironmentProblem(InputError):
+    """The machine refused what headwatch asked of it (a full disk, a permission, a read-only file
+    system, too many open files, not enough memory): the user's environment, not a defect."""
+
+
+#: OSError kinds that are the user's files or machine, never a defect of headwatch, and what to do.
+ENVIRONMENT_ERRNOS: dict[int, str] = {
+    errno.ENOSPC: "the file system is full: free space there, or write somewhere else",
+    errno.EDQUOT: "the disk quota is used up: free space there, or write somewhere else",
+    errno.EROFS: "the file system is read-only: write somewhere else",
+    errno.EACCES: "permission denied: give a path you may use, or change its permissions",
+    errno.EPERM: "the operation is not permitted there (an immutable or protected path): use another path",
+    errno.ENOTDIR: "a part of the path is a file, not a folder: give a path through folders",
+    errno.EISDIR: "it is a folder where a file was expected: give a file",
+    errno.ELOOP: "a symlink loop (a link pointing back at itself): fix or remove the link",
+    errno.ENAMETOOLONG: "the name is too long for the file system: use a shorter path",
+    errno.EFBIG: "the file would exceed what the file system (or ulimit -f) allows: write somewhere else",
+    errno.EMFILE: "this process may open no more files (ulimit -n): raise the limit",
+    errno.ENFILE: "the system may open no more files: close some programs, or raise the limit",
+    errno.EIO: "the device reported an input/output error (a failing disk or network file system): check it",
+    errno.ENXIO: "no such device (a FIFO with no writer, or a device that is gone): give a regular file",
+}
+#: Exceptions from outside the standard library that mean the same (matched by class name: no import).
+_OUT_OF_MEMORY = {"MemoryError": "the machine ran out of memory: use a smaller batch (--batch-size), fewer "
+                                  "examples, or a machine (or GPU) with more memory",
+                  "OutOfMemoryError": "the GPU ran out of memory: use a smaller batch (--batch-size), or "
+                                      "--device cpu, or a GPU with more memory"}
+
+
+def input_error_from(exc: BaseException, doing: str = "") -> InputError | None:
+    """``exc`` as the bad-input error it is, or None when it is a defect of headwatch.
+
+    The one place where exceptions other code raises are classed: an InputError is itself; an OSError
+    of a kind in :data:`ENVIRONMENT_ERRNOS`, or running out of memory, is an
+    :class:`EnvironmentProblem` naming the path and what to do (``doing``: what headwatch was doing,
+    such as "writing /x/o.json"). The CLI (exit 2), the pytest plugin (exit 4) and the fan-out's
+    task reasons all ask here."""
+    if isinstance(exc, InputError):
+        return exc
+    if isinstance(exc, OSError) and exc.errno in ENVIRONMENT_ERRNOS:
+        where = doing or " -> ".join(str(p) for p in (exc.filename, exc.filename2) if p is not None)
+        return EnvironmentProblem(f"{where + ': ' if where else ''}{exc.strerror or exc} "
+                                  f"({errno.errorcode.get(exc.errno, exc.errno)}); {ENVIRONMENT_ERRNOS[exc.errno]}")
+    for cls in type(exc).__mro__:
+        if cls.__name__ in _OUT_OF_MEMORY:
+            first = (str(exc).splitlines() or [""])[0][:200]
+            return EnvironmentProblem(f"{doing + ': ' if doing else ''}{_OUT_OF_MEMORY[cls.__name__]}"
+                                      + (f" ({first})" if first else ""))
+    return None
 
 
 # ---- one value ------------------------------------------------------------------------------
@@ -206,6 +258,51 @@ PROBE_RULES: dict[str, Rule] = {
     "sink_examples": integer(0, allowed="an integer >= 0 (0: no Sink_1^eps sub-batch)"),
 }
 
+#: What one probe run may cost before the user confirms it: 50x the paper's 2000 examples (about an
+#: hour for a 1B model on one GPU; a million examples would take days with no record before the end)
+#: and 100x SPEC's 1000 bootstrap resamples. ``HEADWATCH_MAX_EXAMPLES`` raises (confirms) the first.
+#: Bounds of a run, not of a record: records measured with more are read as they are.
+RUN_BOUNDS: dict[str, int] = {"n_examples": 100_000, "n_bootstrap": 100_000}
+MAX_EXAMPLES_ENV = "HEADWATCH_MAX_EXAMPLES"
+
+
+def run_bound(field: str) -> int:
+    """The bound of ``field`` for one run (:data:`RUN_BOUNDS`; n_examples raised by ``HEADWATCH_MAX_EXAMPLES``)."""
+    import os
+
+    text = os.environ.get(MAX_EXAMPLES_ENV, "").strip() if field == "n_examples" else ""
+    if not text:
+        return RUN_BOUNDS[field]
+    try:
+        value = int(text.replace("_", ""))
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise InputError(f"{MAX_EXAMPLES_ENV}: got {text!r}; allowed: a whole number of examples >= 1 (the most one "
+                         f"run may measure; default {RUN_BOUNDS['n_examples']:,}), or unset it")
+    return value
+
+
+def check_run_size(values: Mapping[str, Any], name: Callable[[str], str] = str) -> None:
+    """Refuse a run that would take hours by mistake: more examples or resamples than :data:`RUN_BOUNDS`."""
+    for key in RUN_BOUNDS:
+        value = values.get(key)
+        if isinstance(value, int) and value > run_bound(key):
+            bound = run_bound(key)
+            confirm = (f"; if you mean it, set {MAX_EXAMPLES_ENV}={value} (measuring prints an estimate of its "
+                       "time after the first batch)") if key == "n_examples" else ""
+            raise InputError(f"{name(key)}: got {value:,}, more than the {bound:,} one run measures without being told "
+                             f"to (SPEC's default is {_default(key):,}; this many would take hours or days before any "
+                             f"record is written){confirm}")
+
+
+def _default(key: str) -> int:
+    """SPEC's value of a run-bounded field (ProbeSettings' default)."""
+    from headwatch.spec import SPEC
+
+    return getattr(PROBE_RUN, key) if hasattr(PROBE_RUN, key) else getattr(SPEC, key)
+
+
 #: How the CLI spells a setting (``headwatch measure`` flags); others are named by field.
 CLI_FLAGS: dict[str, str] = {
     "n_examples": "--n-examples", "n_pr": "--n-pr", "batch_size": "--batch-size", "seq_len": "--seq-len",
@@ -252,6 +349,7 @@ def check_probe_settings(values: Mapping[str, Any], name: Callable[[str], str] =
     for key, value in values.items():
         if key in PROBE_RULES:
             PROBE_RULES[key].check(value, name(key))
+    check_run_size(values, name)
     s = _with_defaults(values)
     # Only an n_pr the user gave can contradict n_examples; a default one is capped at the batch
     # (PanelModel.settings_for, headwatch measure), and the record says what was used.
@@ -313,12 +411,16 @@ def argtype(rule: Rule | str | Callable[[Any, str], Any], flag: str = "") -> Cal
     """An argparse ``type=`` for ``rule`` (a Rule, a ProbeSettings field name, or a checker
     ``f(value, where)``): parses and checks at once, so argparse reports a bad value as a usage
     error (``headwatch`` exit 2, pytest's 4) before anything runs, with the rule's message."""
+    field = rule if isinstance(rule, str) else None
     rule = PROBE_RULES[rule] if isinstance(rule, str) else rule
 
     def parse(text: str) -> Any:
         try:
             if isinstance(rule, Rule):
-                return rule.check(rule.parse(text), flag or "value")
+                value = rule.check(rule.parse(text), flag or "value")
+                if field in RUN_BOUNDS:  # a probe setting's flag: the run's bound too (--n-examples 5000000)
+                    check_run_size({field: value}, lambda _: flag or field)
+                return value
             return rule(text, flag or "value")
         except InputError as e:
             raise argparse.ArgumentTypeError(str(e).removeprefix(f"{flag}: ") if flag else str(e)) from None

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import torch.nn as nn
 
+from headwatch.validation import InputError
+
 
 @dataclass(frozen=True)
 class ArchSpec:
@@ -67,8 +69,8 @@ def arch_spec(model: nn.Module) -> ArchSpec:
     model_type = getattr(model.config, "model_type", None)
     try:
         return ARCHITECTURES[model_type]
-    except KeyError:
-        raise ValueError(
+    except KeyError:  # the user's checkpoint: bad input (preflight says so before any weights are read)
+        raise InputError(
             f"headwatch has no architecture entry for model_type {model_type!r}; supported: "
             f"{sorted(ARCHITECTURES)}. Add a row to probes/architectures.py:ARCHITECTURES."
         ) from None

@@ -18,6 +18,8 @@ from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
 
+from headwatch.validation import InputError
+
 from .architectures import attention_modules, head_geometry
 
 CAPTURE_IMPLEMENTATION = "headwatch_capture"
@@ -150,6 +152,10 @@ def capturing(model: nn.Module) -> Iterator[CaptureRecorder]:
         model.set_attn_implementation(previous)
 
 
+class NonFiniteError(InputError, FloatingPointError):
+    """The checkpoint (or the dtype it is computed in) gives NaN or inf: bad input, not a defect."""
+
+
 def check_finite(rows: torch.Tensor, outputs: torch.Tensor, where: str) -> None:
     """Raise with the offending layers if attention or head outputs are NaN/inf.
 
@@ -159,11 +165,11 @@ def check_finite(rows: torch.Tensor, outputs: torch.Tensor, where: str) -> None:
         bad = ~torch.isfinite(t)
         if bad.any():
             layers = sorted({int(l) for l in bad.nonzero()[:, 1].tolist()})
-            raise FloatingPointError(
+            raise NonFiniteError(
                 f"non-finite {name} in layers {layers} ({where}); the checkpoint or dtype gives "
                 "garbage here. Measure in float32 (--dtype float32), which the paper's author also "
                 "needed for early checkpoints."
             )
 
 
-__all__ = ["capturing", "CaptureRecorder", "LayerCapture", "check_finite", "attention_modules"]
+__all__ = ["NonFiniteError", "capturing", "CaptureRecorder", "LayerCapture", "check_finite", "attention_modules"]

@@ -5,11 +5,13 @@ pass each, without capture). The result is a :class:`~probes.record.MeasurementR
 """
 from __future__ import annotations
 
+import logging
 import platform
 import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -18,12 +20,13 @@ import torch.nn.functional as F
 import transformers
 from tqdm.auto import tqdm
 
+from headwatch.names import duration
 from headwatch.validation import InputError, check_probe_settings, check_settings_for_model
 
 from . import ablation as ablation_lib
 from .architectures import HeadGeometry, head_geometry
 from .batch import InductionBatch, induction_batch
-from .capture import capturing, check_finite
+from .capture import NonFiniteError, capturing, check_finite
 from .intervals import record_intervals
 from .participation import participation_ratio
 from .record import (
@@ -31,6 +34,40 @@ from .record import (
 )
 from .selectivity import SelectivityAccumulator, baseline_positions, induction_circuit
 from .sink import sink_score
+
+log = logging.getLogger("headwatch.probes.measure")
+
+#: A run whose estimate (after its first batch) exceeds this says so, with the estimate, and then
+#: logs a line every PROGRESS_SECONDS: to a log file or a pipe too, where the terminal's bar is not drawn.
+LONG_RUN_SECONDS = 60.0
+PROGRESS_SECONDS = 60.0
+
+
+class Progress:
+    """Examples through every pass of one measurement: the terminal's bar, and for a long run an
+    estimate after the first batch plus a line every :data:`PROGRESS_SECONDS` (log handlers)."""
+
+    def __init__(self, total: int, what: str, bar: Any) -> None:
+        self.total, self.what, self.bar = total, what, bar
+        self.done = 0
+        self.started = self.last = time.perf_counter()
+        self.long: bool | None = None  # decided after the first batch
+
+    def __call__(self, n: int) -> None:
+        self.bar.update(n)
+        self.done += n
+        now = time.perf_counter()
+        left = (now - self.started) / self.done * (self.total - self.done)
+        if self.long is None:
+            self.long = left > LONG_RUN_SECONDS
+            if self.long:
+                log.info("%s: %s example passes; the first %s took %.1f s: about %s in all", self.what,
+                         f"{self.total:,}", f"{self.done:,}", now - self.started, duration(now - self.started + left))
+        elif self.long and now - self.last >= PROGRESS_SECONDS:
+            self.last = now
+            log.info("%s: %s of %s example passes (%.0f%%), about %s left", self.what, f"{self.done:,}",
+                     f"{self.total:,}", 100 * self.done / self.total, duration(left))
+
 
 class TaskAccumulator:
     """Next-token metrics at the query position against the induction target b."""
@@ -43,7 +80,8 @@ class TaskAccumulator:
         """logits: [B, V] at the query position; target: [B] token ids."""
         logits = logits.float()
         if not torch.isfinite(logits).all():
-            raise FloatingPointError("non-finite logits at the query position; measure in float32")
+            raise NonFiniteError("non-finite logits at the query position; the checkpoint or dtype gives garbage "
+                                 "here: measure in float32 (--dtype float32)")
         target = target.to(logits.device)
         self.loss += F.cross_entropy(logits, target, reduction="sum").item()
         top5 = logits.topk(min(5, logits.shape[-1]), dim=-1).indices
@@ -159,6 +197,24 @@ def intervals_of(screened: ScreenResult, task: TaskMetrics, ablations: list[Abla
     )
 
 
+def non_finite_parameters(model: nn.Module) -> list[str]:
+    """Names of the parameters and buffers holding NaN or inf (floating ones), in model order."""
+    return [name for name, t in [*model.named_parameters(), *model.named_buffers()]
+            if t.is_floating_point() and not bool(torch.isfinite(t).all())]
+
+
+def _with_weights_named(e: NonFiniteError, model: nn.Module, what: str) -> NonFiniteError:
+    """Non-finite activations: if the weights themselves hold NaN or inf, say which (another dtype
+    will not help: the checkpoint is damaged or its training diverged)."""
+    bad = non_finite_parameters(model)
+    if not bad:
+        return e
+    return NonFiniteError(
+        f"{what}: its weights hold NaN or inf in {len(bad)} tensor(s): {', '.join(bad[:5])}"
+        + (" ..." if len(bad) > 5 else "") + f" (so {str(e).split(';')[0]}). The checkpoint is damaged or its "
+        "training diverged: measure another revision, or save or download this one again")
+
+
 def measure(
     model: nn.Module,
     settings: ProbeSettings = ProbeSettings(),
@@ -197,8 +253,12 @@ def measure(
         total=len(batch) * (1 + circuit_passes), desc=f"{model_name}@{revision}", unit="ex",
         disable=not progress or not sys.stderr.isatty(), leave=False,  # no cursor escapes in logs
     )
+    progress_of = Progress(len(batch) * (1 + circuit_passes), f"{model_name}@{revision}", bar)
     try:
-        screened = screen(model, batch, settings, geometry, bar.update)
+        try:
+            screened = screen(model, batch, settings, geometry, progress_of)
+        except NonFiniteError as e:
+            raise _with_weights_named(e, model, f"{model_name}@{revision}") from None
         table, pr, task, n_valid = screened.table, screened.pr, screened.task, screened.n_valid
         ablations: list[AblationResult] = []
         circuit = sorted(induction_circuit(table, settings.induction_threshold))
@@ -211,7 +271,7 @@ def measure(
                 "circuit_layers": ablation_lib.layer_heads(circuit, geometry.n_heads),
             }
             for name, heads in groups.items():
-                metrics = task_metrics(model, batch, settings.batch_size, device, heads, bar.update)
+                metrics = task_metrics(model, batch, settings.batch_size, device, heads, progress_of)
                 ablations.append(AblationResult(name, tuple(heads), metrics))
     finally:
         bar.close()

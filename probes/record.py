@@ -11,7 +11,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
-from headwatch.files import write_json_atomic
+from headwatch.files import UnreadableFile, parse_json, read_json, write_json_atomic
 from headwatch.spec import PROBE_RUN, SPEC
 from headwatch.validation import PROBE_RULES, InputError, Rule, from_data, integer, number
 
@@ -54,7 +54,7 @@ def parse_head_key(key: str) -> tuple[int, int]:
             raise ValueError
         return int(layer_part[1:]), int(head_part[1:])
     except (ValueError, IndexError):
-        raise ValueError(f"not a head key of the form 'L<layer>_H<head>': {key!r}") from None
+        raise InputError(f"not a head key of the form 'L<layer>_H<head>': {key!r}") from None
 
 
 @dataclass(frozen=True)
@@ -289,13 +289,14 @@ class MeasurementRecord:
         """Read and validate one record file; RecordError names the file and what is wrong."""
         where = f"measurement record {os.fspath(path)}"
         try:
-            with open(path, encoding="utf-8") as f:
-                data = json.load(f, parse_constant=_refuse_constant)
+            data = read_json(path, "record")
         except UnicodeDecodeError as e:
             raise RecordError(f"{where}: not UTF-8 text ({e.reason} at byte {e.start})") from None
         except json.JSONDecodeError as e:
             raise RecordError(f"{where}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno}); "
                               "a truncated or hand-edited file? restore or regenerate it") from None
+        except UnreadableFile as e:  # a FIFO, a device, a folder, a symlink loop, over the bound, too deep
+            raise RecordError(str(e)) from None
         except ValueError as e:  # NaN / Infinity
             raise RecordError(f"{where}: {e}") from None
         except OSError as e:
@@ -340,12 +341,7 @@ class RecordError(InputError):
     """A measurement record (a file, a cache entry, a reference folder's file) is malformed."""
 
 
-def _refuse_constant(name: str) -> Any:
-    """json's hook for NaN, Infinity and -Infinity, which headwatch never writes and never accepts."""
-    raise ValueError(f"holds {name}, which is not a number a measurement can have (headwatch writes "
-                     "finite numbers only); regenerate the file")
-
-
-def loads_finite(text: str) -> Any:
-    """``json.loads`` that refuses NaN and Infinity (ValueError)."""
-    return json.loads(text, parse_constant=_refuse_constant)
+def loads_finite(text: str | bytes, where: str = "JSON text") -> Any:
+    """``json.loads`` that refuses NaN and Infinity (ValueError) and nesting deeper than
+    ``headwatch.files.MAX_JSON_DEPTH`` (UnreadableFile, a ValueError too)."""
+    return parse_json(text, where)

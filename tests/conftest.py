@@ -223,6 +223,26 @@ def checkpoint(tmp_path_factory):
     return folder
 
 
+def copied_local_panel(folder: Path, checkpoint: Path, revisions: tuple[str, ...] = ("step0",)) -> Path:
+    """A local panel ``folder/p.toml`` over copies of ``checkpoint`` as ``folder/run/<revision>``
+    (one per revision, so that they can be broken or measured apart), probed with :data:`TINY_PROBE`."""
+    import json
+
+    for r in revisions:
+        if not (folder / "run" / r).exists():
+            shutil.copytree(checkpoint, folder / "run" / r)
+    path = folder / "p.toml"
+    path.write_text(f'[[models]]\nname = "tiny"\nrepo = "{folder / "run"}"\nsource = "local"\n'
+                    f'revisions = {json.dumps(list(revisions))}\ntokens = {{ per_step = 10 }}\n{TINY_PROBE}')
+    return path
+
+
+@pytest.fixture(name="copied_local_panel")
+def copied_local_panel_fixture():
+    """:func:`copied_local_panel`."""
+    return copied_local_panel
+
+
 @pytest.fixture(scope="module")
 def local_run(tmp_path_factory) -> Path:
     """A local training run of two tiny GPTNeoX checkpoints, ``.../step0`` and ``.../step100``

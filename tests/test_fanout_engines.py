@@ -124,6 +124,8 @@ def test_ray_reruns_a_task_whose_worker_was_killed_mid_task(ray_cluster, panel, 
     assert all(r.ok for r in results), [r.error for r in results]
     starts = [line.split()[1] for line in log.read_text().splitlines()]
     assert starts.count(killed[0]) == 2  # Ray ran the killed task again
+    attempts = {r.label.split("@")[1]: r.attempt for r in results}
+    assert attempts[killed[0]] == 2 and sorted(attempts.values()) == [1] * (N - 1) + [2], attempts  # summary.json's
     check_cache(cache, expected)
 
 

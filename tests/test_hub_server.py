@@ -133,7 +133,8 @@ def is_lfs(path: str) -> bool:
 @dataclass
 class Fault:
     """Misbehaviour of the CDN for one blob: send ``at`` bytes, then ``"cut"`` the connection or
-    ``"stall"`` (until ``release`` is set or ``stall_s`` passes) and cut. Fires once."""
+    ``"stall"`` (until ``release`` is set or ``stall_s`` passes) and cut. Fires once. ``"status"``:
+    answer every request for the blob with HTTP status ``at`` (a 502 from a failing CDN), until removed."""
 
     kind: str
     at: int
@@ -343,6 +344,8 @@ class HubServer:
                 data = server.blobs.get(sha)
                 if data is None:
                     return self._reply(404, b"no such blob", head=head, entry=entry)
+                if sha in server.faults and server.faults[sha].kind == "status":
+                    return self._reply(server.faults[sha].at, b"bad gateway", head=head, entry=entry)
                 return self._ranged(data, {"ETag": f'"{sha}"', "Accept-Ranges": "bytes"}, head, entry,
                                     server.faults.pop(sha, None) if not head else None)
 
@@ -841,6 +844,23 @@ def test_rate_limited_listing_fails_clearly_and_file_listing_waits(endpoint, tmp
                                         branches=branches)
     assert resolved.kind == "hub"
     assert [r["status"] for r in endpoint.requests("GET", "/tree/")] == [429, 200]
+
+
+def test_a_failing_weights_host_keeps_its_status_and_url_in_the_task_reason(endpoint, repos, tmp_path):
+    """A 502 from the CDN for a weights file: the fan-out task fails with the HTTP status and the URL
+    in its reason (they used to be dropped for a generic "could not load")."""
+    from headwatch.fixtures.fanout import MeasureTask, run_task
+
+    hub_cache = tmp_path / "hub"
+    pm = load_panel(hub_panel(tmp_path, hub_cache, "test-org/olmo-tiny", ["step1000-tokens2B"])).models[0]
+    commit = repos[0].branches["step1000-tokens2B"]
+    sha = endpoint.sha256(endpoint.files(repos[0], commit)["model.safetensors"])
+    endpoint.faults[sha] = Fault("status", at=502)
+    task = MeasureTask(pm, "step1000-tokens2B", ProviderOptions(cache_dir=tmp_path / "hw", device="cpu", progress=False))
+    result = run_task(task)
+    assert result.status == "failed", result
+    assert "HTTP 502" in result.error and f"{endpoint.cdn}/blobs/{sha}" in result.error, result.error
+    del endpoint.faults[sha]
 
 
 # ---- later runs, in fresh processes: HF_ENDPOINT alone, then offline -----------------------------------

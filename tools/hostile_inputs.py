@@ -1,22 +1,30 @@
 """Hostile and careless inputs, tried against a headwatch checkout: the catalogue docs/hostile-inputs.md.
 
 Each :class:`Case` is one thing a careless user does (a CLI argument, a panel value, a pytest
-option, an environment variable, a broken checkpoint or record file, a kill -9 mid-write), the
-behaviour headwatch should show (refuse it with a clear message and a given exit code, or handle
-it correctly), and the test of the suite that covers it. ``run`` tries every case against one
-checkout (its own virtual environment, offline, tiny models only) and writes what happened;
-``render`` writes the catalogue from a run on main's code (before) and one on this branch (after)::
+option, an environment variable, a broken checkpoint or record file, a kill -9 mid-write), or a
+hostile file or machine does (a FIFO where a record should be, an endless file behind a weights
+symlink, a disk that fills up, a Hub that answers 502), the behaviour headwatch should show (refuse
+it with a clear message and a given exit code, or handle it correctly), and the test of the suite
+that covers it. ``run`` tries every case against one checkout (its own virtual environment, offline,
+tiny models only) and writes what happened; ``render`` writes the catalogue from one run;
+``compare`` prints the counts per category of two runs (main's code and a branch's, say)::
 
     python tools/hostile_inputs.py base /tmp/hostile-base              # the shared inputs, once
-    python tools/hostile_inputs.py run --checkout /tmp/hw-main --base /tmp/hostile-base --out before.json
-    python tools/hostile_inputs.py run --checkout . --base /tmp/hostile-base --out after.json
-    python tools/hostile_inputs.py render before.json after.json --out docs/hostile-inputs.md
+    python tools/hostile_inputs.py run --checkout . --base /tmp/hostile-base --out now.json --commit $(git rev-parse --short HEAD)
+    python tools/hostile_inputs.py render now.json --out docs/hostile-inputs.md
+    python tools/hostile_inputs.py run --checkout /tmp/hw-main --base /tmp/hostile-base --out main.json --only 'c-*,rd-*'
+    python tools/hostile_inputs.py compare main.json now.json --only-run
+
+Some cases need root (a 4 KB tmpfs mounted for a disk that fills up; chattr +i for a folder root
+cannot write), Ray (a ``ray start`` cluster beside the run) or Slurm's commands; messages are stored
+with this machine's paths replaced (WS, BASE, CHECKOUT, TMP).
 
 Outcomes: ``ok`` (correct behaviour), ``refused`` (a clear message naming what was wrong, no
 traceback, the expected exit code), ``unclear`` (refused, but the message does not say what was
-wrong, or the exit code is not the documented one), ``traceback`` (a traceback or INTERNALERROR),
-``silent`` (the bad input was accepted: exit 0, a record written, or claims judged on it; or a
-wrong result). Not shipped; needs only the standard library (the checkout's venv does the work).
+wrong, says something that is not so, or the exit code is not the documented one), ``traceback`` (a
+traceback or INTERNALERROR), ``silent`` (the bad input was accepted: exit 0, a record written, or
+claims judged on it; or a wrong result). Not shipped; needs only the standard library (the
+checkout's venv does the work).
 """
 from __future__ import annotations
 
@@ -32,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -72,6 +81,8 @@ class Case:
     #: A timeout means the command went on with what it should not do (train, say): "silent".
     timeout_is_silent: bool = False
     custom: Callable[["Case", Path, Path, dict], Result] | None = None  # runs the case itself
+    #: A refusal must not say these (case-insensitive): a false line (jobs that do not exist) is "unclear".
+    absent: tuple[str, ...] = ()
 
 
 # ---- shared inputs (built once with any headwatch venv) ---------------------------------------------
@@ -108,16 +119,36 @@ print("base ready")
 '''
 
 
+#: Checkpoints whose weights hold NaN or inf (the faults cases), added to a base built before them.
+FAULTS_SCRIPT = r'''
+import sys
+from pathlib import Path
+from safetensors.torch import load_file, save_file
+from headwatch.fixtures.tiny import tiny_model
+V = Path(sys.argv[1]) / "variants"
+for name, key, value in (("nan-weights", "layers.0.attention.query_key_value.weight", float("nan")),
+                         ("inf-weights", "layers.1.mlp.dense_h_to_4h.weight", float("inf"))):
+    d = V / name
+    tiny_model("gpt_neox", seed=0, attn_implementation="eager").save_pretrained(d)
+    sd = load_file(str(d / "model.safetensors"))
+    k = next(k for k in sd if k.endswith(key))
+    sd[k][0, 0] = value
+    save_file(sd, str(d / "model.safetensors"), metadata={"format": "pt"})
+(V / "faults-ready").write_text("")
+'''
+
+
 def build_base(base: Path, python: str) -> None:
     """Tiny checkpoints (good and broken), a Hub-format cache and a reference copy under ``base``."""
-    if (base / "ready").exists():
-        return
-    shutil.rmtree(base, ignore_errors=True)
-    base.mkdir(parents=True)
-    harness = str(Path(__file__).resolve().parents[1] / "testing")  # headwatch_testing: the broken checkpoints
-    subprocess.run([python, "-c", BASE_SCRIPT, str(base)], check=True,
-                   env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": harness})
-    (base / "ready").write_text("")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1",
+           "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "testing")}  # headwatch_testing: the broken checkpoints
+    if not (base / "ready").exists():
+        shutil.rmtree(base, ignore_errors=True)
+        base.mkdir(parents=True)
+        subprocess.run([python, "-c", BASE_SCRIPT, str(base)], check=True, env=env)
+        (base / "ready").write_text("")
+    if not (base / "variants" / "faults-ready").exists():
+        subprocess.run([python, "-c", FAULTS_SCRIPT, str(base)], check=True, env=env)
 
 
 # ---- helpers the cases use ----------------------------------------------------------------------------
@@ -573,7 +604,8 @@ def _cases() -> list[Case]:
              exit=4, says=("no converted",), test=home("test_reference_files_are_validated_naming_the_file"),
              setup=lambda ws, base: (ws / "empty").mkdir()))
     add(Case("r-cache-nan", R, "a measurement cache entry holding NaN (recomputed, not used)", [],
-             expect="ok", exit=0, test=home("test_cache_entries_with_bad_values_are_moved_aside_and_recomputed"), custom=run_cache_nan))
+             expect="ok", exit=0, test=home("test_cache_entries_with_bad_values_are_moved_aside_and_recomputed"),
+             custom=run_cache_replaced("nan")))
 
     # -- environment variables
     add(Case("e-cache-dir-file", E, "`HEADWATCH_CACHE_DIR` naming a regular file", PYTEST_BARE + ["--panel", "{ws}/p.toml"],
@@ -637,6 +669,311 @@ def _cases() -> list[Case]:
     add(Case("x-failed-claim-exit", X, "a planted model whose F1 fails: `headwatch judge --reference-dir` (a finding, exit 1)", ["headwatch", "judge", "--reference-dir", "{ws}/ref"],
              expect="ok", exit=1, setup=reference_copy(edit_json("step143000.json", sel("L0_H1", "first-token", 500.0))),
              check=lambda ws, r: None if re.search(r"^\s*F1\s+fails\b", r.out, re.M | re.I) else "no failing F1 verdict", test=home("test_exit_codes_of_the_cli")))
+    return c + _fault_cases()
+
+
+# ---- issue 26: exit classes, readers, names, panel contradictions, resource bombs, scale-out ------------
+
+C = "User-caused failures: bad input, never an internal error"
+RD = "Readers: FIFOs, devices, folders, symlink loops, files over the bound"
+NM = "Names that leave their folder"
+PC = "Panels that contradict themselves, overflow, or list revisions that do not exist"
+RB = "Resource bombs: nesting, runs of hours"
+SO = "Scale-out: executors, the weights host, a second clone"
+
+
+
+def copy_run(*revisions: str, dest: str = "run"):
+    """A setup copying ``{base}/run/<revision>`` folders into ``{ws}/<dest>`` (to break them there)."""
+    def setup(ws: Path, base: Path) -> None:
+        for r in revisions:
+            shutil.copytree(base / "run" / r, ws / dest / r)
+    return setup
+
+
+def then(*setups):
+    def setup(ws: Path, base: Path) -> None:
+        for s in setups:
+            s(ws, base)
+    return setup
+
+
+def replace_with(rel: str, kind: str):
+    """A setup putting a FIFO, a link to /dev/zero, a symlink loop, a dangling link or a sparse big file at ``rel``."""
+    def setup(ws: Path, base: Path) -> None:
+        p = ws / rel
+        if (p.exists() or p.is_symlink()) and kind != "nan":
+            p.unlink()
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if kind == "fifo":
+            os.mkfifo(p)
+        elif kind == "zero":
+            os.symlink("/dev/zero", p)
+        elif kind == "loop":
+            os.symlink(p.with_name(p.name + ".loop"), p)
+            os.symlink(p, p.with_name(p.name + ".loop"))
+        elif kind == "dangling":
+            os.symlink(p.with_name("gone"), p)
+        elif kind == "big":
+            with open(p, "wb") as f:
+                f.truncate(100 << 20)  # sparse: 100 MB that take no disk
+        elif kind == "deep":
+            p.write_text('{"schema": ' + "[" * 20000 + "]" * 20000 + "}")
+        elif kind == "nan":  # p was a whole entry: one selectivity made NaN
+            p.write_text(_nan(p.read_text()))
+    return setup
+
+
+def deep_header(rel: str):
+    """A safetensors file whose header is JSON nested 20000 deep (json.loads: RecursionError)."""
+    def setup(ws: Path, base: Path) -> None:
+        header = ("[" * 20000 + "]" * 20000).encode()
+        (ws / rel).write_bytes(len(header).to_bytes(8, "little") + header)
+    return setup
+
+
+def shard_outside(ws: Path, base: Path) -> None:
+    shutil.copytree(base / "run" / "step0", ws / "ck" / "step0")
+    shutil.copytree(base / "run" / "step100", ws / "elsewhere")
+    (ws / "ck" / "step0" / "model.safetensors.index.json").write_text(json.dumps(
+        {"metadata": {}, "weight_map": {"gpt_neox.embed_in.weight": "../../elsewhere/model.safetensors",
+                                        "gpt_neox.final_layer_norm.weight": "model.safetensors"}}))
+
+
+def hub_ref_elsewhere(ws: Path, base: Path) -> None:
+    """A Hub cache whose ref of tiny-org/neox points into another repo's snapshot (../../)."""
+    shutil.copytree(base / "hub", ws / "hub")
+    neox = ws / "hub" / "models--tiny-org--neox"
+    shutil.copytree(neox, ws / "hub" / "models--tiny-org--other")
+    commit = (neox / "refs" / "step0").read_text().strip()
+    (neox / "refs" / "step0").write_text(f"../../models--tiny-org--other/snapshots/{commit}")
+
+
+def nan_panel(ws: Path, base: Path) -> None:
+    shutil.copytree(base / "variants" / "nan-weights", ws / "nanrun" / "step0")
+    (ws / "p.toml").write_text(LOCAL_PANEL.replace("{base}/run", str(ws / "nanrun")).replace('["step0", "step100"]', '["step0"]'))
+
+
+def many_revisions(n: int, template: str = None):
+    revs = ", ".join(f'"step{i}"' for i in range(1, n + 1))
+    return panel("", {"revisions": f'revisions = ["step0", {revs}]'}, template=template or LOCAL_PANEL)
+
+
+def _fault_cases() -> list[Case]:
+    c: list[Case] = []
+    add = c.append
+    measure_local = lambda model, *extra: MEASURE + ["--model", model, "--out", "{ws}/o.json", *extra]  # noqa: E731
+
+    # -- user-caused failures: exit 2 (headwatch) / 4 (pytest), never 3
+    add(Case("c-nan-weights", C, "a checkpoint whose weights hold NaN", measure_local("{base}/variants/nan-weights"),
+             says=("NaN or inf", "query_key_value"), test=home("test_non_finite_weights_are_bad_input_naming_the_tensor")))
+    add(Case("c-inf-weights", C, "a checkpoint whose weights hold inf", measure_local("{base}/variants/inf-weights"),
+             says=("NaN or inf", "dense_h_to_4h"), test=home("test_non_finite_weights_are_bad_input_naming_the_tensor")))
+    add(Case("c-nan-weights-pytest", C, "a local panel over a NaN checkpoint (pytest)", PYTEST + ["--panel", "{ws}/p.toml", "-k", "F2"],
+             exit=4, says=("NaN or inf",), setup=nan_panel, test=home("test_non_finite_weights_are_bad_input_naming_the_tensor")))
+    for id_, what, argv, code in (
+        ("c-disk-full-out", "the file system fills up while `headwatch measure --out` writes", LOCAL + ["--out", "{ws}/full/o.json"], 2),
+        ("c-disk-full-json", "the file system fills up while `headwatch judge --json` writes",
+         ["headwatch", "judge", "--models", "olmo-1b", "--json", "{ws}/full/v.json"], 2),
+        ("c-disk-full-cache", "the file system of the measurement cache fills up (pytest)",
+         PYTEST_BARE + ["--cache-dir", "{ws}/full/cache", "--panel", "{ws}/p.toml", "-k", "F2"], 4),
+        ("c-disk-full-report", "the file system fills up while `headwatch report` writes",
+         ["headwatch", "report", "--models", "olmo-1b", "--no-figures", "--out", "{ws}/full/rep"], 2),
+    ):
+        add(Case(id_, C, what, argv, exit=code, says=("No space left", "write somewhere else"), custom=run_on_full_disk,
+                 setup=panel("", {}, template=LOCAL_PANEL),
+                 test=home("test_a_disk_that_fills_up_while_writing_is_bad_input_naming_the_file")))
+    add(Case("c-read-only-out", C, "`--out` on a read-only file system", LOCAL + ["--out", "{ws}/full/o.json"],
+             says=("read-only",), custom=run_on_full_disk, env={"READ_ONLY": "1"},
+             test=home("test_os_errors_of_the_machine_are_bad_input_naming_the_path")))
+    for id_, value, says in (("c-memory-limit-text", "abc", "not a memory size"),
+                             ("c-memory-limit-huge", "9" * 30 + "TiB", "more bytes than"),
+                             ("c-memory-limit-negative", "-5GiB", "not a memory size")):
+        add(Case(id_, C, f"`HEADWATCH_MEMORY_LIMIT={value[:12]}`", LOCAL + ["--out", "{ws}/o.json"], env={"HEADWATCH_MEMORY_LIMIT": value},
+                 says=("HEADWATCH_MEMORY_LIMIT", says), test=home("test_an_environment_variable_it_cannot_hold_is_named")))
+    add(Case("c-memory-limit-pytest", C, "`HEADWATCH_MEMORY_LIMIT=abc` under pytest", PYTEST + ["--panel", "{ws}/p.toml", "-k", "F2"],
+             exit=4, env={"HEADWATCH_MEMORY_LIMIT": "abc"}, says=("HEADWATCH_MEMORY_LIMIT",), setup=panel("", {}, template=LOCAL_PANEL),
+             test=home("test_an_environment_variable_it_cannot_hold_is_named")))
+    add(Case("c-train-numerics", C, "`HEADWATCH_TRAIN_NUMERICS=fast headwatch organisms train`",
+             ["headwatch", "organisms", "train", "--family", "olmo", "--organisms-cache-dir", "{ws}/org"], env={"HEADWATCH_TRAIN_NUMERICS": "fast"},
+             says=("HEADWATCH_TRAIN_NUMERICS",), timeout=120, timeout_is_silent=True,
+             test=home("test_the_training_numerics_variable_is_named")))
+    add(Case("c-max-examples-text", C, "`HEADWATCH_MAX_EXAMPLES=lots`", LOCAL + ["--out", "{ws}/o.json"], env={"HEADWATCH_MAX_EXAMPLES": "lots"},
+             says=("HEADWATCH_MAX_EXAMPLES",), test=home("test_the_bound_is_confirmed_by_the_environment_and_its_value_checked")))
+    folder_test = home("test_a_folder_option_given_a_file_is_named_before_any_work")
+    for id_, what, argv, code in (
+        ("c-log-dir-file", "`headwatch measure-panel --log-dir` naming a regular file",
+         ["headwatch", "measure-panel", "--panel", "{ws}/p.toml", "--device", "cpu", "--log-dir", "{ws}/afile"], 2),
+        ("c-hub-cache-file", "`headwatch measure --hub-cache-dir` naming a regular file",
+         MEASURE + ["--model", "tiny-org/neox", "--revision", "step0", "--hub-cache-dir", "{ws}/afile", "--out", "{ws}/o.json"], 2),
+        ("c-panel-hub-cache-file", "`measure-panel --hub-cache-dir` naming a regular file",
+         ["headwatch", "measure-panel", "--panel", "{ws}/p.toml", "--device", "cpu", "--hub-cache-dir", "{ws}/afile"], 2),
+        ("c-reference-dir-file", "`headwatch judge --reference-dir` naming a regular file",
+         ["headwatch", "judge", "--reference-dir", "{ws}/afile"], 2),
+        ("c-cache-env-file", "`HEADWATCH_CACHE_DIR` naming a regular file (`headwatch judge`)",
+         ["headwatch", "judge", "--models", "pythia-1b"], 2),
+    ):
+        add(Case(id_, C, what, argv, exit=code, says=("afile",), test=folder_test,
+                 env={"HEADWATCH_CACHE_DIR": "{ws}/afile"} if id_ == "c-cache-env-file" else {},
+                 setup=then(files(afile="x"), panel("", {}, template=LOCAL_PANEL)), check=None))
+
+    # -- readers
+    rec = "ref/EleutherAI--pythia-1b/step256.json"
+    ref_argv = PYTEST + ["--panel", "published", "--models", "pythia-1b", "--reference-dir", "{ws}/ref", "-k", "F2"]
+    for kind, says in (("fifo", "FIFO"), ("zero", "character device"), ("loop", "symlink loop"), ("big", "over the"),
+                       ("dangling", "does not exist")):
+        add(Case(f"rd-record-{kind}", RD, f"a reference record that is {'a FIFO' if kind == 'fifo' else 'a link to /dev/zero' if kind == 'zero' else 'a symlink loop' if kind == 'loop' else 'a dangling link' if kind == 'dangling' else 'a 100 MB file'}",
+                 ref_argv, exit=4, says=("step256.json", says), timeout=90, setup=then(reference_copy(), replace_with(rec, kind)),
+                 test=home("test_a_record_that_is_not_a_regular_file_of_json_is_named")))
+    add(Case("rd-judge-record-fifo", RD, "`headwatch judge --reference-dir` with a record that is a FIFO",
+             ["headwatch", "judge", "--reference-dir", "{ws}/ref"], says=("step256.json", "FIFO"), timeout=90,
+             setup=then(reference_copy(), replace_with(rec, "fifo")), test=home("test_a_record_that_is_not_a_regular_file_of_json_is_named")))
+    for kind, says in (("zero", "character device"), ("fifo", "FIFO"), ("loop", "symlink loop"), ("dangling", "does not exist")):
+        add(Case(f"rd-weights-{kind}", RD, f"model.safetensors is {'a symlink to /dev/zero (endless)' if kind == 'zero' else 'a FIFO' if kind == 'fifo' else 'a symlink loop' if kind == 'loop' else 'a dangling symlink'}",
+                 measure_local("{ws}/run/step0"), says=("model.safetensors", says), timeout=90,
+                 setup=then(copy_run("step0"), replace_with("run/step0/model.safetensors", kind)),
+                 test=home("test_weights_behind_a_symlink_that_never_ends_are_named_not_hashed")))
+    add(Case("rd-panel-fifo", RD, "`--panel` naming a FIFO", PYTEST + ["--panel", "{ws}/p.toml"], exit=4, says=("FIFO",), timeout=90,
+             setup=replace_with("p.toml", "fifo"), test=home("test_a_panel_file_that_cannot_be_read_is_named")))
+    add(Case("rd-panel-loop", RD, "`--panel` naming a symlink loop", PYTEST + ["--panel", "{ws}/p.toml"], exit=4, says=("symlink loop",),
+             setup=replace_with("p.toml", "loop"), test=home("test_a_panel_file_that_cannot_be_read_is_named")))
+    add(Case("rd-config-fifo", RD, "config.json is a FIFO", measure_local("{ws}/run/step0"), says=("config.json",), timeout=90,
+             setup=then(copy_run("step0"), replace_with("run/step0/config.json", "fifo")),
+             test=home("test_weights_behind_a_symlink_that_never_ends_are_named_not_hashed")))
+    add(Case("rd-cache-fifo", RD, "a measurement cache entry that is a FIFO (recomputed, not waited on)", [], expect="ok", exit=0,
+             custom=run_cache_replaced("fifo"), timeout=300,
+             test=home("test_a_cache_entry_that_cannot_be_read_is_moved_aside_and_recomputed")))
+    add(Case("rd-cache-loop", RD, "a measurement cache entry that is a symlink loop (recomputed)", [], expect="ok", exit=0,
+             custom=run_cache_replaced("loop"), timeout=300,
+             test=home("test_a_cache_entry_that_cannot_be_read_is_moved_aside_and_recomputed")))
+
+    # -- names that leave their folder
+    nm_test = home("test_a_local_revision_outside_the_models_folder_is_refused")
+    add(Case("nm-revision-dotdot", NM, "`--revision ../other` of a local folder (another model's checkpoint)",
+             MEASURE + ["--model", "{ws}/run", "--revision", "../other/step0", "--out", "{ws}/o.json"], says=("leaves",),
+             setup=then(copy_run("step0"), copy_run("step100", dest="other")),
+             check=nothing_written("o.json"), test=nm_test))
+    add(Case("nm-revision-absolute", NM, "`--revision /abs/path` of a local folder",
+             MEASURE + ["--model", "{ws}/run", "--revision", "{ws}/other/step100", "--out", "{ws}/o.json"], says=("leaves",),
+             setup=then(copy_run("step0"), copy_run("step100", dest="other")), test=nm_test))
+    add(Case("nm-panel-revision-dotdot", NM, "a local panel listing `../other/step100` as a revision",
+             ["headwatch", "judge", "--panel", "{ws}/p.toml"], says=("leaves",),
+             setup=then(copy_run("step0"), copy_run("step100", dest="other"),
+                        lambda ws, base: (ws / "p.toml").write_text(LOCAL_PANEL.replace("{base}/run", str(ws / "run"))
+                                                                    .replace('["step0", "step100"]', '["step0", "../other/step100"]')
+                                                                    )),
+             test=nm_test))
+    add(Case("nm-shard-outside", NM, "an index naming a shard outside the checkpoint (`../../elsewhere/...`)",
+             measure_local("{ws}/ck/step0"), says=("leaves",), setup=shard_outside,
+             test=home("test_a_shard_outside_the_checkpoint_is_refused")))
+    add(Case("nm-hub-ref-elsewhere", NM, "a Hub cache ref pointing into another repo's snapshot (`../../models--...`)",
+             MEASURE + ["--model", "tiny-org/neox", "--revision", "step0", "--hub-cache-dir", "{ws}/hub", "--out", "{ws}/o.json"],
+             says=("not a commit hash",), env={"HF_HUB_OFFLINE": "1"}, setup=hub_ref_elsewhere,
+             test=home("test_a_hub_cache_ref_that_is_not_a_commit_is_never_followed")))
+
+    # -- panels: contradictions, overflow, missing revisions
+    def pc(id_, what, replace=None, append="", says=(), test="test_a_panel_that_contradicts_itself_is_refused", cmd=None, **kw):
+        argv = cmd or (PYTEST + ["--panel", "{ws}/p.toml", "-k", "F2"])
+        add(Case(id_, PC, what, argv, exit=4 if argv[0] == "pytest" else 2, says=says, test=home(test),
+                 setup=kw.pop("setup", None) or panel("", replace or {}, append=append, template=LOCAL_PANEL), **kw))
+    pc("pc-two-token-rules", "`tokens = { per_step = 1000, from_name = true }` (two rules)",
+       {"tokens": "tokens = { per_step = 1000, from_name = true }"}, says=("two rules",))
+    pc("pc-table-against-rule", "a tokens table entry that per_step contradicts", {"tokens": "tokens = { per_step = 1000, table = { step100 = 5 } }"},
+       says=("two counts", "step100"))
+    pc("pc-ablation-twice", "`ablation = \"all\"` and `[models.probe] ablation = false`", {"source": 'source = "local"\nablation = "all"'},
+       append="ablation = false\n", says=("both say when to ablate",))
+    pc("pc-dtype-twice", "`dtype = \"float32\"` and `[models.probe] dtype = \"bfloat16\"`", {"source": 'source = "local"\ndtype = "float32"'},
+       append='dtype = "bfloat16"\n', says=("contradict",))
+    pc("pc-causal-no-ablation", "a causal deviation declared with `ablation = \"none\"`", {"source": 'source = "local"\nablation = "none"'},
+       append='[models.expect.xfail]\ncausal = { reason = "r", key = [0, 1] }\n', says=("never judged",))
+    pc("pc-f3-not-dclm", "`f3_min_ratio` on a model with `dclm = false`", append="[models.expect]\nf3_min_ratio = 5\n", says=("DCLM",))
+    pc("pc-window-reversed", "`formed_within.revisions` with the later revision first",
+       append='[models.expect.formation]\nformed_within = { revisions = ["step100", "step0"] }\n', says=("training order",))
+    pc("pc-overflow-per-step", "`per_step = 1e307` (step100: 1e309 tokens)", {"tokens": "tokens = { per_step = 1e307 }"},
+       says=("overflow", "step100"), test="test_a_token_count_that_overflows_is_refused")
+    pc("pc-overflow-name", "a revision named `step1-tokens999...9T` (400 digits)", {"revisions": 'revisions = ["step1-tokens' + "9" * 400 + 'T"]', "tokens": "tokens = { from_name = true }"},
+       says=("overflow",), test="test_a_token_count_that_overflows_is_refused")
+    pc("pc-overflow-step-digits", "a revision `step` + 5000 digits", {"revisions": 'revisions = ["step' + "9" * 5000 + '"]'},
+       says=("overflow",), test="test_a_token_count_that_overflows_is_refused")
+    pc("pc-missing-5000", "a local panel listing 5000 revisions that do not exist (pytest)", says=("4998 of its 5001", "step1..step99"),
+       setup=many_revisions(5000), timeout=180, timeout_is_silent=True, cmd=PYTEST + ["--panel", "{ws}/p.toml"],
+       test="test_revisions_that_do_not_exist_are_refused_before_measuring_listed_compactly")
+    pc("pc-missing-judge", "the same panel, `headwatch judge`", says=("4998 of its 5001",), setup=many_revisions(5000), timeout=180,
+       timeout_is_silent=True, cmd=["headwatch", "judge", "--panel", "{ws}/p.toml"],
+       test="test_revisions_that_do_not_exist_are_refused_before_measuring_listed_compactly")
+    pc("pc-missing-measure-panel", "the same panel, `headwatch measure-panel`", says=("4998 of its 5001",), setup=many_revisions(5000),
+       timeout=180, timeout_is_silent=True, cmd=["headwatch", "measure-panel", "--panel", "{ws}/p.toml", "--device", "cpu"],
+       test="test_revisions_that_do_not_exist_are_refused_before_measuring_listed_compactly")
+    pc("pc-missing-organism", "an organism panel listing `step7`, which its recipe never saves", says=("step7",),
+       setup=files(**{"p.toml": '[[models]]\nname = "o"\nsource = "organism"\nrevisions = ["step0", "step7"]\n[models.organism]\nfamily = "olmo"\n'}),
+       timeout=120, timeout_is_silent=True, test="test_organism_revisions_are_checked_against_the_recipe_without_training")
+
+    # -- resource bombs
+    rb_rec = home("test_a_record_that_is_not_a_regular_file_of_json_is_named")
+    add(Case("rb-deep-record", RB, "a reference record nested 20000 levels deep", ref_argv, exit=4, says=("step256.json", "levels deep"),
+             setup=then(reference_copy(), replace_with(rec, "deep")), test=rb_rec))
+    add(Case("rb-deep-record-judge", RB, "the same, `headwatch judge --reference-dir`", ["headwatch", "judge", "--reference-dir", "{ws}/ref"],
+             says=("step256.json", "levels deep"), setup=then(reference_copy(), replace_with(rec, "deep")), test=rb_rec))
+    add(Case("rb-deep-cache-entry", RB, "a measurement cache entry nested 20000 levels deep (recomputed)", [], expect="ok", exit=0,
+             custom=run_cache_replaced("deep"), timeout=300,
+             test=home("test_a_cache_entry_that_cannot_be_read_is_moved_aside_and_recomputed")))
+    add(Case("rb-deep-panel", RB, "a panel file nesting arrays 5000 deep", PYTEST + ["--panel", "{ws}/p.toml"], exit=4, says=("nests",),
+             setup=files(**{"p.toml": "x = " + "[" * 5000 + "]" * 5000 + "\n"}), test=home("test_a_panel_file_that_cannot_be_read_is_named")))
+    add(Case("rb-deep-safetensors-header", RB, "a safetensors header nested 20000 levels deep", measure_local("{ws}/run/step0"),
+             says=("model.safetensors", "levels deep"), setup=then(copy_run("step0"), deep_header("run/step0/model.safetensors")),
+             test=home("test_json_nesting_is_bounded_before_parsing")))
+    add(Case("rb-million-examples", RB, "`headwatch measure --n-examples 5000000`", MEASURE[:2] + ["--n-examples", "5000000"] + MEASURE[4:] + ["--model", "{base}/run/step0", "--out", "{ws}/o.json"],
+             says=("5,000,000", "HEADWATCH_MAX_EXAMPLES"), timeout=120, timeout_is_silent=True,
+             test=home("test_millions_of_examples_are_refused_naming_how_to_confirm")))
+    add(Case("rb-million-examples-pytest", RB, "`pytest --n-examples 5000000`", PYTEST + ["--panel", "{ws}/p.toml", "--n-examples", "5000000", "-k", "F2"],
+             exit=4, says=("5,000,000",), setup=panel("", {}, template=LOCAL_PANEL), timeout=120, timeout_is_silent=True,
+             test=home("test_millions_of_examples_are_refused_naming_how_to_confirm")))
+    add(Case("rb-million-examples-panel", RB, "`[models.probe] n_examples = 5000000`", PYTEST + ["--panel", "{ws}/p.toml", "-k", "F2"],
+             exit=4, says=("5,000,000",), setup=panel("", {"n_examples": "n_examples = 5000000"}, template=LOCAL_PANEL), timeout=120,
+             timeout_is_silent=True, test=home("test_a_panel_asking_for_millions_is_refused")))
+    add(Case("rb-bootstrap-bomb", RB, "`[models.probe] n_bootstrap = 100000000`", PYTEST + ["--panel", "{ws}/p.toml", "-k", "F2"],
+             exit=4, says=("n_bootstrap",), setup=panel("", {}, append="n_bootstrap = 100000000\n", template=LOCAL_PANEL), timeout=120,
+             timeout_is_silent=True, test=home("test_a_panel_asking_for_millions_is_refused")))
+    add(Case("rb-long-run-estimate", RB, "`HEADWATCH_MAX_EXAMPLES=400000 headwatch measure --n-examples 300000` (confirmed): an estimate after the first batch",
+             [], expect="ok", exit=0, custom=run_long_estimate, timeout=240,
+             test=home("test_a_long_run_logs_an_estimate_then_progress")))
+
+    # -- scale-out
+    so_test = home("test_slurm_without_a_cluster_is_bad_input_without_a_false_scancel_line")
+    panel_run = ["headwatch", "measure-panel", "--panel", "{ws}/p.toml", "--device", "cpu", "--log-dir", "{ws}/logs"]
+    add(Case("so-slurm-no-cluster", SO, "`--executor slurm` where Slurm is installed but no controller answers", panel_run + ["--executor", "slurm"],
+             says=("slurm",), absent=("scancel", "keep running"), setup=panel("", {}, template=LOCAL_PANEL), timeout=180, test=so_test))
+    add(Case("so-slurm-no-binaries", SO, "`--executor slurm` on a machine without Slurm (no srun on PATH)", panel_run + ["--executor", "slurm"],
+             says=("srun",), absent=("scancel", "keep running"), env={"PATH": "{ws}/bin"}, setup=panel("", {}, template=LOCAL_PANEL),
+             test=so_test))
+    add(Case("so-slurm-option", SO, "`--slurm-option account` (no =VALUE)", panel_run + ["--executor", "slurm", "--slurm-option", "account"],
+             says=("--slurm-option",), setup=panel("", {}, template=LOCAL_PANEL), test=so_test))
+    add(Case("so-ray-bad-address", SO, "`--executor ray --address 127.0.0.1:9` (no cluster there)", panel_run + ["--executor", "ray", "--address", "127.0.0.1:9"],
+             says=("--address",), setup=panel("", {}, template=LOCAL_PANEL), timeout=240,
+             test=home("test_ray_without_address_starts_its_own_cluster_beside_a_ray_start_one")))
+    add(Case("so-ray-beside-ray-start", SO, "`--executor ray` without `--address` while a `ray start` cluster runs here", [],
+             expect="ok", exit=0, custom=run_ray_beside_ray_start, timeout=600,
+             test=home("test_ray_without_address_starts_its_own_cluster_beside_a_ray_start_one")))
+    add(Case("so-hub-502-tasks", SO, "the Hub answers 502 (`headwatch measure-panel`): each task fails with the status and URL (exit 1)",
+             ["headwatch", "measure-panel", "--panel", "{ws}/hub.toml", "--device", "cpu"], expect="ok", exit=1,
+             custom=run_against_failing_hub, timeout=240,
+             setup=files(**{"hub.toml": '[[models]]\nname = "m"\nrepo = "org/model"\nrevisions = ["step1", "step2"]\ntokens = { per_step = 1 }\n'}),
+             check=lambda ws, r: None if re.search(r"FAILED: .*HTTP 502 .*127\.0\.0\.1", r.out) else "no task reason with HTTP 502 and the URL",
+             test=home("test_a_failing_weights_host_keeps_its_status_and_url_in_the_task_reason")))
+    for id_, argv, code, what in (
+        ("so-hub-502-measure", MEASURE + ["--model", "org/model", "--revision", "step1", "--hub-cache-dir", "{ws}/hub", "--out", "{ws}/o.json"], 2,
+         "the Hub answers 502 (`headwatch measure`)"),
+        ("so-hub-503-pytest", PYTEST + ["--panel", "{ws}/hub.toml", "-k", "F2"], 4, "the Hub answers 503 (pytest on a Hub panel)"),
+    ):
+        add(Case(id_, SO, what, argv, exit=code, says=("HTTP 50", "127.0.0.1"), custom=run_against_failing_hub, timeout=240,
+                 setup=files(**{"hub.toml": '[[models]]\nname = "m"\nrepo = "org/model"\nrevisions = ["step1", "step2"]\ntokens = { per_step = 1 }\n'}),
+                 test=home("test_a_failing_weights_host_keeps_its_status_and_url_in_the_task_reason")))
+    for id_, extra, what in (("so-second-clone", ["--panel", "published"], "`pytest claims --panel published` in a second clone"),
+                             ("so-second-clone-bare", [], "`pytest claims` (no option) in a second clone"),
+                             ("so-second-clone-collect", ["--collect-only"], "`pytest claims --collect-only` in a second clone")):
+        add(Case(id_, SO, what, ["pytest", "{ws}/clone/claims", "-q", "-p", "no:cacheprovider", *extra], exit=4,
+                 says=("active claims folder",), setup=lambda ws, base: None, custom=run_second_clone, timeout=240,
+                 test=home("test_claim_tests_of_another_clone_name_the_active_claims_folder")))
     return c
 
 
@@ -649,7 +986,8 @@ def _popen(argv: list[str], env: dict, cwd: str) -> subprocess.Popen:
 
 
 def run_kill_measure(case: Case, ws: Path, base: Path, ctx: dict) -> Result:
-    argv = fill(MEASURE + ["--model", "{base}/run/step0", "--n-examples", "2000", "--n-pr", "500", "--out", "{ws}/o.json"], ws, base, ctx)
+    # 20,000 examples: measuring outlasts the kill at 10 s on an idle machine too (2,000 took 1 s)
+    argv = fill(MEASURE + ["--model", "{base}/run/step0", "--n-examples", "20000", "--n-pr", "500", "--out", "{ws}/o.json"], ws, base, ctx)
     before = {x.name for x in ws.iterdir()}
     t0 = time.monotonic()
     p = _popen(argv, ctx["env"], ctx["cwd"])
@@ -690,22 +1028,152 @@ def run_kill_pytest(case: Case, ws: Path, base: Path, ctx: dict) -> Result:
     return Result(0 if ok else 1, note + "\n" + again.stdout[-1500:], time.monotonic() - t0)
 
 
-def run_cache_nan(case: Case, ws: Path, base: Path, ctx: dict) -> Result:
-    """Measure a local panel into a cache, put NaN into an entry, run again: the entry must be recomputed."""
-    panel("", {}, template=LOCAL_PANEL)(ws, base)
-    argv = fill(PYTEST + ["--panel", "{ws}/p.toml", "-k", "F2"], ws, base, ctx)
+def _run_filled(case: Case, ws: Path, base: Path, ctx: dict, env: dict | None = None, cwd: str | None = None) -> Result:
+    argv = fill(case.argv, ws, base, ctx)
     t0 = time.monotonic()
-    first = subprocess.run(argv, env=ctx["env"], cwd=ctx["cwd"], capture_output=True, text=True, timeout=300)
-    entries = sorted((ws / "cache").rglob("*.json"))
-    if first.returncode != 0 or not entries:
-        return Result(first.returncode, first.stdout[-2000:], time.monotonic() - t0)
-    text = entries[0].read_text()
-    entries[0].write_text(re.sub(r'"induction": [0-9.e+-]+', '"induction": NaN', text, count=1))
-    again = subprocess.run(argv, env=ctx["env"], cwd=ctx["cwd"], capture_output=True, text=True, timeout=300)
-    recomputed = "recomputed-corrupt" in again.stdout or "corrupt" in (again.stdout + again.stderr).lower()
-    return Result(again.returncode if recomputed else 1,
-                  ("the NaN entry was recomputed\n" if recomputed else "the NaN entry was used as it was\n") + again.stdout[-2000:],
-                  time.monotonic() - t0)
+    p = subprocess.Popen(argv, env=env or ctx["env"], cwd=cwd or ctx["cwd"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=case.timeout)
+        return Result(p.returncode, err + "\n" + out, time.monotonic() - t0, note=out)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, err = p.communicate()
+        return Result(None, err + "\n" + out, time.monotonic() - t0, timed_out=True, note=out)
+
+
+def run_on_full_disk(case: Case, ws: Path, base: Path, ctx: dict) -> Result:
+    """The case's command with ``{ws}/full`` a 4 KB tmpfs (read-only with READ_ONLY in the case's env):
+    small files fit, a record or an entry does not, so the disk fills up while the file is written."""
+    full = ws / "full"
+    full.mkdir()
+    ro = case.env.get("READ_ONLY") == "1"
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4k" + (",ro" if ro else ""), "tmpfs", str(full)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        return Result(None, f"could not mount a small tmpfs (needs root): {mounted.stderr}", 0.0, note="")
+    try:
+        return _run_filled(case, ws, base, ctx)
+    finally:
+        subprocess.run(["umount", "-l", str(full)], capture_output=True)
+
+
+def _refuse(name: str):
+    raise ValueError(f"holds {name}")
+
+
+def run_cache_replaced(kind: str):
+    """Measure a local panel into a cache, replace an entry by ``kind`` (replace_with: a FIFO, a loop, deep
+    JSON, a NaN), run again: the entry must be moved aside and recomputed, not waited on, crashed on or used."""
+    def run(case: Case, ws: Path, base: Path, ctx: dict) -> Result:
+        panel("", {"revisions": 'revisions = ["step0"]'}, template=LOCAL_PANEL)(ws, base)
+        argv = fill(PYTEST + ["--panel", "{ws}/p.toml", "-k", "F2"], ws, base, ctx)
+        t0 = time.monotonic()
+        first = subprocess.run(argv, env=ctx["env"], cwd=ctx["cwd"], capture_output=True, text=True, timeout=300)
+        entries = sorted((ws / "cache").rglob("*.json"))
+        if first.returncode != 0 or not entries:
+            return Result(first.returncode, first.stdout[-2000:], time.monotonic() - t0)
+        replace_with(str(entries[0].relative_to(ws)), kind)(ws, base)
+        try:
+            again = subprocess.run(argv, env=ctx["env"], cwd=ctx["cwd"], capture_output=True, text=True, timeout=240)
+        except subprocess.TimeoutExpired:
+            return Result(None, "the rerun waited on the entry until the timeout", time.monotonic() - t0, timed_out=True)
+        out = again.stdout + again.stderr
+        try:  # a whole entry of finite numbers in its place again: the bad one moved aside (or replaced)
+            recomputed = not entries[0].is_symlink() and "record" in json.loads(
+                entries[0].read_text(), parse_constant=lambda name: _refuse(name))
+        except (OSError, ValueError):
+            recomputed = False
+        return Result(again.returncode if recomputed else 1,
+                      ("the entry was moved aside and recomputed\n" if recomputed else "the entry was not recomputed\n")
+                      + out[-2000:], time.monotonic() - t0)
+    return run
+
+
+def run_long_estimate(case: Case, ws: Path, base: Path, ctx: dict) -> Result:
+    """A confirmed long run must print its estimate after the first batch (then it is stopped)."""
+    argv = fill(MEASURE[:2] + ["--n-examples", "300000"] + MEASURE[4:] + ["--model", "{base}/run/step0", "--out", "{ws}/o.json"],
+                ws, base, ctx)
+    env = {**ctx["env"], "HEADWATCH_MAX_EXAMPLES": "400000"}
+    t0 = time.monotonic()
+    p = subprocess.Popen(argv, env=env, cwd=ctx["cwd"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    seen: list[str] = []
+    reader = threading.Thread(target=lambda: seen.extend(p.stderr), daemon=True)
+    reader.start()
+    while time.monotonic() - t0 < case.timeout and p.poll() is None and not any("example passes; the first" in l for l in seen):
+        time.sleep(0.5)
+    estimate = next((l.strip() for l in seen if "example passes; the first" in l), None)
+    if p.poll() is None:
+        os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
+    return Result(0 if estimate else 1, estimate or "no estimate: " + "".join(seen)[-1500:], time.monotonic() - t0)
+
+
+def run_ray_beside_ray_start(case: Case, ws: Path, base: Path, ctx: dict) -> Result:
+    """`ray start --head` (this case's own RAY_TMPDIR: no other run finds it), then measure-panel on Ray
+    without --address: it must start its own cluster and measure (it used to join and crash)."""
+    ray = Path(ctx["venv"]) / "bin" / "ray"
+    ray_tmp = tempfile.mkdtemp(prefix="hwr", dir="/tmp")  # short: Ray's socket paths
+    env = {**ctx["env"], "RAY_TMPDIR": ray_tmp, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+    t0 = time.monotonic()
+    head = subprocess.Popen([str(ray), "start", "--head", "--node-ip-address", "127.0.0.1", "--port", "0", "--num-cpus", "1",
+                             "--include-dashboard", "false", "--block"], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        address = Path(ray_tmp) / "ray" / "ray_current_cluster"
+        while not address.exists() and time.monotonic() - t0 < 240 and head.poll() is None:
+            time.sleep(0.5)
+        if not address.exists():
+            return Result(None, "ray start did not come up", time.monotonic() - t0)
+        panel("", {}, template=LOCAL_PANEL)(ws, base)
+        argv = fill(["headwatch", "measure-panel", "--panel", "{ws}/p.toml", "--executor", "ray", "--workers", "1",
+                     "--device", "cpu", "--log-dir", "{ws}/logs"], ws, base, ctx)
+        r = subprocess.run(argv, env=env, cwd=ctx["cwd"], capture_output=True, text=True, timeout=case.timeout)
+        return Result(r.returncode, r.stderr + "\n" + r.stdout, time.monotonic() - t0)
+    finally:
+        os.killpg(head.pid, signal.SIGTERM)
+        try:
+            head.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+
+
+def run_against_failing_hub(case: Case, ws: Path, base: Path, ctx: dict) -> Result:
+    """The case's command online, against a Hub endpoint (127.0.0.1) that answers every request with
+    HTTP 502 (503 for the pytest case): the message must keep the status and the URL."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    status = 503 if "503" in case.id else 502
+
+    class Failing(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            self.send_response(status)
+            self.send_header("Content-Length", "11")
+            self.end_headers()
+            self.wfile.write(b"bad gateway")
+
+        do_HEAD = do_GET
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Failing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    env = {**ctx["env"], "HF_HUB_OFFLINE": "0", "HF_ENDPOINT": f"http://127.0.0.1:{server.server_address[1]}",
+           "HF_HUB_DOWNLOAD_TIMEOUT": "10", "HF_HUB_ETAG_TIMEOUT": "10"}
+    try:
+        return _run_filled(case, ws, base, ctx, env=env)
+    finally:
+        server.shutdown()
+
+
+def run_second_clone(case: Case, ws: Path, base: Path, ctx: dict) -> Result:
+    """The case's pytest command on a copy of the claims folder (a second clone), run from that clone."""
+    shutil.copytree(Path(ctx["checkout"]) / "claims", ws / "clone" / "claims",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    return _run_filled(case, ws, base, ctx, cwd=str(ws / "clone"))
 
 
 # ---- running -------------------------------------------------------------------------------------------
@@ -758,7 +1226,17 @@ def run_case(case: Case, base: Path, ctx: dict, root: Path) -> dict:
         subprocess.run(["chattr", "-i", str(ws / "ro")], check=False, capture_output=True)
     shutil.rmtree(ws, ignore_errors=True)
     return {"id": case.id, "code": res.code, "seconds": round(res.seconds, 1), "outcome": outcome, "why": why,
-            "message": message_of(res.out), "timed_out": res.timed_out}
+            "message": scrub(message_of(res.out), ws, base, ctx), "timed_out": res.timed_out}
+
+
+def scrub(text: str, ws: Path, base: Path, ctx: dict) -> str:
+    """A message without this machine's paths: the case's folder reads WS, the shared inputs BASE,
+    the checkout CHECKOUT, other temporary folders TMP."""
+    for path, name in ((str(ws), "WS"), (str(base), "BASE"), (ctx["checkout"], "CHECKOUT"),
+                       (str(Path(ctx["venv"])), "CHECKOUT/.venv")):
+        text = text.replace(path, name)
+    text = re.sub(r"/tmp/[\w.-]+", "TMP", text)
+    return re.sub(r"https?://127\.0\.0\.1:\d+", "http://127.0.0.1:PORT", text)
 
 
 def message_of(out: str) -> str:
@@ -788,6 +1266,7 @@ def classify(case: Case, ws: Path, res: Result) -> tuple[str, str]:
             return "silent", problem
         return "unclear", problem or f"exit {res.code}, expected {case.exit}"
     missing = [s for s in case.says if s.lower() not in out.lower()]
+    false = [s for s in case.absent if s.lower() in out.lower()]
     if tb:
         return "traceback", f"exit {res.code}" + ("; the message is there" if not missing else "; no clear message")
     ran = res.code == 0 or bool(RAN.search(out)) and res.code in (0, 1)
@@ -795,6 +1274,8 @@ def classify(case: Case, ws: Path, res: Result) -> tuple[str, str]:
         return "silent", f"accepted (exit {res.code})"
     if missing:
         return "unclear", f"exit {res.code}; the message does not name {', '.join(repr(m) for m in missing)}"
+    if false:
+        return "unclear", f"exit {res.code}; it also says {', '.join(repr(m) for m in false)}, which is not so"
     if res.code not in exits:
         return "unclear", f"exit {res.code}, documented {case.exit}"
     return "refused", ""
@@ -837,32 +1318,28 @@ def cmd_run(args: argparse.Namespace) -> int:
 # ---- the catalogue -------------------------------------------------------------------------------------
 
 GOOD = {"ok", "refused"}
+ORDER = ["ok", "refused", "unclear", "traceback", "silent", "not run"]
 
-#: How to read the counts (the classification is this script's, by exit code and message, not by hand).
-NOTES = (
-    "The outcomes are classified by this script from the exit code and the output, not by hand. Known "
-    "artefact: `x-kill-measure` before reads **unclear** most likely because on main the measurement "
-    "finished within the 10 s before the kill (its rerun took 7 s, so a record existed when the kill came), "
-    "not because resuming failed; main resumed correctly (issue 14 says so). `t-panel-empty` before ran for 240 s because it trained "
-    "organisms (killed by the timeout)."
-)
 
-#: What the tests named below did on main's code (commit 44526df), run there on 2026-11-30.
-ON_MAIN = (
-    "The tests run on main's code (commit 44526df): `test_failloud_loading.py` and `test_failloud_exits.py` "
-    "fail at import (the broken-checkpoint helpers and the exit-code table they test do not exist there); of "
-    "the 112 tests in `test_failloud_panels.py`, `_outputs.py`, `_records.py` and `_settings.py`, 106 fail and "
-    "6 pass: they guard what main already did right and must keep doing (a correct local panel runs, the "
-    "reference templates parse, umask 077 gives 0600/0700, a killed write leaves no partial file, the "
-    "published records pass every rule, `headwatch report --dtype float64` is refused)."
-)
+def counts_by_kind(results: dict, cases: list[Case]) -> dict[str, dict[str, int]]:
+    """kind -> outcome -> number of inputs (every case of the catalogue, "not run" where a run lacks it)."""
+    out: dict[str, dict[str, int]] = {}
+    for c in cases:
+        o = results.get(c.id, {}).get("outcome", "not run")
+        out.setdefault(c.kind, {}).setdefault(o, 0)
+        out[c.kind][o] += 1
+    return out
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    before = json.loads(Path(args.before).read_text())
-    after = json.loads(Path(args.after).read_text())
+    """The catalogue (docs/hostile-inputs.md) from one run: what each input gets now."""
+    run = json.loads(Path(args.results).read_text())
+    results = run["results"]
     cases = _cases()
     kinds = list(dict.fromkeys(c.kind for c in cases))
+    by_kind = counts_by_kind(results, cases)
+    total = {o: sum(k.get(o, 0) for k in by_kind.values()) for o in ORDER}
+    shown = [o for o in ORDER if total[o]]
 
     def cell(r: dict | None) -> str:
         if r is None:
@@ -871,51 +1348,60 @@ def cmd_render(args: argparse.Namespace) -> int:
         why = f" ({r['why']})" if r["why"] and r["outcome"] not in GOOD else ""
         return f"**{r['outcome']}**, exit {r['code']}{why}: {msg}"
 
-    def counts(results: dict) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for c in cases:
-            o = results.get(c.id, {}).get("outcome", "not run")
-            out[o] = out.get(o, 0) + 1
-        return out
-
-    b, a = counts(before["results"]), counts(after["results"])
-    order = ["ok", "refused", "unclear", "traceback", "silent", "not run"]
     lines = [
         "# Hostile and careless inputs: the catalogue",
         "",
-        f"Every input below was tried on main's code (before, commit {before.get('commit') or '?'}) and on this "
-        f"branch (after, commit {after.get('commit') or '?'}), offline, with tiny models, by "
-        "`tools/hostile_inputs.py` (its docstring says how to rerun it). Each row names the test of the suite "
-        "that covers it.",
+        "What headwatch does with each input a careless user, a broken file or a hostile machine gives it. Every "
+        f"row was tried on commit {run.get('commit') or '?'}, offline, with tiny models, by `tools/hostile_inputs.py` "
+        "(its docstring says how to run it again); each names the test of the suite that covers it. Paths in "
+        "messages read WS (the case's own folder), BASE (the shared tiny checkpoints), CHECKOUT (the repository) "
+        "and TMP (another temporary folder).",
         "",
-        ON_MAIN,
+        "Outcomes, classified by the script from the exit status and the output: **ok** correct behaviour; "
+        "**refused** a clear message naming what was wrong, no traceback, the documented exit status; "
+        "**unclear** refused, but the message does not name what was wrong, says something that is not so, or "
+        "the exit status is not the documented one; **traceback** a traceback or INTERNALERROR; **silent** the "
+        "bad input was accepted (exit 0, a record written, claims judged on it) or a wrong result.",
         "",
-        NOTES,
+        "Exit statuses (README): `headwatch` 0 claims hold / record written, 1 a claim fails, 2 bad input or usage "
+        "(the user's input, files or machine: a full disk, a permission, an environment variable), 3 internal "
+        "error (a defect of headwatch); pytest 0 passed, 1 a claim failed, 3 a claim test crashed, 4 bad input.",
         "",
-        "Outcomes: **ok** correct behaviour; **refused** a clear message naming what was wrong, no traceback, the "
-        "documented exit code; **unclear** refused, but the message does not name what was wrong or the exit "
-        "code is not the documented one; **traceback** a traceback or INTERNALERROR; **silent** the bad input was "
-        "accepted (exit 0, a record written, claims judged on it) or a wrong result.",
-        "",
-        f"| outcome | before | after |",
-        f"| --- | ---: | ---: |",
-        *[f"| {o} | {b.get(o, 0)} | {a.get(o, 0)} |" for o in order if b.get(o) or a.get(o)],
-        f"| **inputs tried** | {len(cases)} | {len(cases)} |",
-        "",
-        "Exit codes (README): `headwatch` 0 claims hold / record written, 1 a claim fails, 2 bad input or usage "
-        "(or measurements missing), 3 internal error; pytest 0 passed, 1 a claim failed, 3 a claim test crashed, "
-        "4 bad input.",
+        "| category | " + " | ".join(shown) + " | inputs |",
+        "| --- | " + " | ".join("---:" for _ in shown) + " | ---: |",
+        *[f"| [{k}](#{_anchor(k)}) | " + " | ".join(str(by_kind[k].get(o, 0)) for o in shown)
+          + f" | {sum(by_kind[k].values())} |" for k in kinds],
+        "| **all** | " + " | ".join(f"**{total[o]}**" for o in shown) + f" | **{len(cases)}** |",
         "",
     ]
     for kind in kinds:
-        lines += [f"## {kind}", "", "| input | before (main) | after | test |", "| --- | --- | --- | --- |"]
+        lines += [f"## {kind}", "", "| input | what it gets | test |", "| --- | --- | --- |"]
         for c in (c for c in cases if c.kind == kind):
             test = c.test.split("::")
             link = f"[{test[-1]}](../{test[0]})" if test[0] else ""
-            lines.append(f"| `{c.id}`: {c.what} | {cell(before['results'].get(c.id))} | {cell(after['results'].get(c.id))} | {link} |")
+            lines.append(f"| `{c.id}`: {c.what} | {cell(results.get(c.id))} | {link} |")
         lines.append("")
     Path(args.out).write_text("\n".join(lines))
-    print(f"wrote {args.out}: {len(cases)} inputs; before {b}; after {a}")
+    print(f"wrote {args.out}: {len(cases)} inputs; {total}")
+    return 0
+
+
+def _anchor(title: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-")
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Counts per category of two runs (say, main's code and a branch's): for notes, not for the catalogue."""
+    cases = _cases()
+    before = counts_by_kind(json.loads(Path(args.before).read_text())["results"], cases)
+    after = counts_by_kind(json.loads(Path(args.after).read_text())["results"], cases)
+    print("| category | before: " + " / ".join(ORDER[:5]) + " | after: " + " / ".join(ORDER[:5]) + " |")
+    for kind in dict.fromkeys(c.kind for c in cases):
+        if args.only_run and not sum(v for o, v in before[kind].items() if o != "not run"):
+            continue
+        print(f"| {kind} | " + " / ".join(str(before[kind].get(o, 0)) for o in ORDER[:5]) + " | "
+              + " / ".join(str(after[kind].get(o, 0)) for o in ORDER[:5]) + " |")
     return 0
 
 
@@ -936,12 +1422,15 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--only", default="", help="comma list of case ids (prefix* allowed); merged into --out")
     r.add_argument("--jobs", type=int, default=2)
     r.add_argument("--commit", default="", help="the checkout's commit, for the catalogue")
-    d = sub.add_parser("render", help="write the catalogue from a before and an after run")
-    d.add_argument("before")
-    d.add_argument("after")
+    d = sub.add_parser("render", help="write the catalogue from a run")
+    d.add_argument("results", help="results JSON of a run (every case)")
     d.add_argument("--out", default="docs/hostile-inputs.md")
+    k = sub.add_parser("compare", help="counts per category of two runs (before / after)")
+    k.add_argument("before")
+    k.add_argument("after")
+    k.add_argument("--only-run", action="store_true", help="only the categories the before run tried")
     args = parser.parse_args(argv)
-    return {"base": cmd_base, "run": cmd_run, "render": cmd_render}[args.cmd](args)
+    return {"base": cmd_base, "run": cmd_run, "render": cmd_render, "compare": cmd_compare}[args.cmd](args)
 
 
 if __name__ == "__main__":

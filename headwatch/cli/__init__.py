@@ -8,9 +8,10 @@ and ``--version`` answer at once. The options that pick panels, models, revision
 measurements live are :mod:`headwatch.selection`'s, shared with the pytest plugin.
 
 Exit codes: :data:`EXIT_CODES`, the one table (also printed by ``--help``). A subcommand returns
-0, 1 or 2; bad input anywhere (argparse, or a :class:`headwatch.validation.InputError` from any
-layer) is 2 with one message; any other exception is 3 with its traceback: a crash is never a
-failed claim.
+0, 1 or 2; bad input anywhere (argparse, a :class:`headwatch.validation.InputError` from any layer,
+or the machine refusing: a full disk, a permission, out of memory, as
+``headwatch.validation.input_error_from`` classes them) is 2 with one message; any other exception
+is 3 with its traceback: a crash is never a failed claim.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import sys
 import traceback
 
 from headwatch import __version__
-from headwatch.validation import InputError
+from headwatch.validation import input_error_from
 
 #: What each exit status means, for every subcommand (the one table: --help prints it, the docs are written from it).
 EXIT_CODES = {
@@ -29,8 +30,9 @@ EXIT_CODES = {
        "measured (measure-panel), the organisms trained (organisms)",
     1: "a finding or a failed job: a claim fails that a panel did not declare, or a declared deviation did not "
        "occur (judge, report); a task failed, listed with its reason (measure-panel); training failed (organisms)",
-    2: "bad input or usage, nothing computed (the message says what was wrong and what to do); or something to "
-       "judge is missing: listed with the command that fills it (judge, report)",
+    2: "bad input or usage, nothing computed (the user's input, files or machine: a full disk, a permission, an "
+       "environment variable; the message says what was wrong and what to do); or something to judge is "
+       "missing: listed with the command that fills it (judge, report)",
     3: "internal error: headwatch crashed (traceback printed); please report it",
     130: "interrupted: finished measurements are kept; run the same command again to resume",
 }
@@ -117,10 +119,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(EXIT_CODES[130], file=sys.stderr)
         return 130
-    except InputError as e:
-        print(f"headwatch {args.command}: error: {e}", file=sys.stderr)
-        return 2
-    except Exception:  # noqa: BLE001 - anything else is a bug in headwatch, and must not read as a finding
+    except Exception as e:  # noqa: BLE001 - bad input (2), or a bug in headwatch (3): never a finding
+        problem = input_error_from(e)  # InputError, or the user's machine (a full disk, a permission)
+        if problem is not None:
+            print(f"headwatch {args.command}: error: {problem}", file=sys.stderr)
+            return 2
         traceback.print_exc()
         print(f"headwatch {args.command}: internal error (exit 3): this is a bug in headwatch, not a finding "
               f"about the model. Please report it with the command line and the traceback above "

@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 
 from headwatch import selection, validation
+from headwatch.files import check_folder, check_output_dir
+from headwatch.names import duration
 from headwatch.validation import InputError, argtype
 
 log = logging.getLogger("headwatch.measure_panel")
@@ -110,6 +112,8 @@ def run(args: argparse.Namespace) -> int:
     if args.address and args.executor != "ray":
         raise InputError(f"--address is for --executor ray, not {args.executor}")
     _slurm_options(args.slurm_option)  # checked before anything starts; build_executor reads them
+    if args.log_dir:  # written after the tasks: a file there must fail now, not after hours of work
+        check_folder(args.log_dir, "--log-dir")
     picked = selection.select(selection.choices_from_args(args), progress=False, resolve=False)
     picked.check_measuring()
     models = picked.resolve()
@@ -138,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
     log_dir = Path(args.log_dir).expanduser() if args.log_dir else cache_dir / "fanout" / f"{stamp}-{args.executor}"
+    check_output_dir(log_dir, "--log-dir")  # made now and proven writable, before any task runs
     executor = build_executor(args, log_dir)
     print(f"running {len(plan.tasks)} task(s) on {executor.name}"
           + (f", {args.workers} at a time" if args.workers else "") + f"; logs and summary in {log_dir}", flush=True)
@@ -148,10 +153,13 @@ def run(args: argparse.Namespace) -> int:
         done += 1
         what = (f"{r.status} in {r.seconds:.1f} s (measuring {r.measure_seconds:.1f} s)" if r.ok
                 else f"FAILED: {r.error}")
+        left = (time.perf_counter() - started) / done * (len(plan.tasks) - done)  # at this pace
         print(f"[{done}/{len(plan.tasks)}] {r.label}: {what}"
               + (f" on {r.host} pid {r.pid}" if r.pid else "")
-              + (f", evicted {r.evicted_bytes / 2**20:.0f} MiB" if r.evicted_bytes else ""), flush=True)
+              + (f", evicted {r.evicted_bytes / 2**20:.0f} MiB" if r.evicted_bytes else "")
+              + (f"; about {duration(left)} left" if done < len(plan.tasks) else ""), flush=True)
 
+    started = time.perf_counter()
     try:
         results = executor.run(plan.tasks, report)
     except ExecutorError as e:
