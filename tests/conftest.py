@@ -26,6 +26,7 @@ from typing import ClassVar
 import headwatch_testing
 import pytest
 import torch
+from headwatch_testing.tinypanel import TINY_PROBE_TOML
 
 from headwatch.fixtures.panels import load_panel
 from headwatch.fixtures.provider import Provider, ProviderOptions
@@ -119,21 +120,12 @@ def capture_parity_fixture():
     return capture_parity
 
 
-#: Probe settings for the tiny models (a vocabulary of 300): 8 examples of 64 tokens.
-TINY_PROBE = """
-[models.probe]
-n_examples = 8
-seq_len = 64
-vocab_lo = 16
-vocab_hi = 300
-n_pr = 8
-"""
 
 
 @pytest.fixture(name="tiny_probe")
 def tiny_probe_fixture() -> str:
-    """:data:`TINY_PROBE`, the ``[models.probe]`` table of a panel over tiny models."""
-    return TINY_PROBE
+    """:data:`TINY_PROBE_TOML`, the ``[models.probe]`` table of a panel over tiny models."""
+    return TINY_PROBE_TOML
 
 
 #: Probe settings for the miniatures: the paper's token range (ids 100-9999, which the real
@@ -225,7 +217,7 @@ def checkpoint(tmp_path_factory):
 
 def copied_local_panel(folder: Path, checkpoint: Path, revisions: tuple[str, ...] = ("step0",)) -> Path:
     """A local panel ``folder/p.toml`` over copies of ``checkpoint`` as ``folder/run/<revision>``
-    (one per revision, so that they can be broken or measured apart), probed with :data:`TINY_PROBE`."""
+    (one per revision, so that they can be broken or measured apart), probed with :data:`TINY_PROBE_TOML`."""
     import json
 
     for r in revisions:
@@ -233,7 +225,7 @@ def copied_local_panel(folder: Path, checkpoint: Path, revisions: tuple[str, ...
             shutil.copytree(checkpoint, folder / "run" / r)
     path = folder / "p.toml"
     path.write_text(f'[[models]]\nname = "tiny"\nrepo = "{folder / "run"}"\nsource = "local"\n'
-                    f'revisions = {json.dumps(list(revisions))}\ntokens = {{ per_step = 10 }}\n{TINY_PROBE}')
+                    f'revisions = {json.dumps(list(revisions))}\ntokens = {{ per_step = 10 }}\n{TINY_PROBE_TOML}')
     return path
 
 

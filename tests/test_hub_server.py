@@ -59,6 +59,7 @@ from headwatch.fixtures.hubcache import cached_revisions, repo_folder
 from headwatch.fixtures.panels import PanelModel, load_panel
 from headwatch.fixtures.provider import Provider, ProviderOptions
 from headwatch.fixtures.realconfigs import MISTRAL_SCHEDULE, PYTHIA_SCHEDULE, SUITES
+from headwatch_testing.tinypanel import TINY_PROBE_TOML
 
 # Starts a two-origin HTTP server and, in places, child processes: the network path is slow as a whole.
 pytestmark = pytest.mark.slow
@@ -384,14 +385,6 @@ class HubServer:
 
 # ---- fixtures ----------------------------------------------------------------------------------------
 
-TINY_PROBE = """
-[models.probe]
-n_examples = 8
-seq_len = 64
-vocab_lo = 16
-vocab_hi = 300
-n_pr = 8
-"""
 OLMO_BRANCHES = {"step0-tokens0B": 0, "step1000-tokens2B": 1, "step2000-tokens4B": 2, "step3000-tokens6B": 3}
 
 
@@ -456,7 +449,7 @@ def go_online(monkeypatch, server: HubServer) -> None:
                                                                   if not k.startswith("_")}, "sleep": lambda s: None}))
 
 
-def hub_panel(tmp_path: Path, hub_cache: Path, repo: str, revisions: list[str], probe: str = TINY_PROBE) -> Path:
+def hub_panel(tmp_path: Path, hub_cache: Path, repo: str, revisions: list[str], probe: str = TINY_PROBE_TOML) -> Path:
     revs = ", ".join(f'"{r}"' for r in revisions)
     path = tmp_path / f"{repo.split('/')[1]}.toml"
     path.write_text(f'[[models]]\nname = "{repo.split("/")[1]}"\nrepo = "{repo}"\nsource = "hub"\n'
@@ -548,7 +541,7 @@ def resolve_panel(models: Iterable[PanelModel], cache_dir: Path,
 
 
 #: The paper's probe range (the real vocabularies hold it), small enough for a CPU test.
-SUITE_PROBE = TINY_PROBE.replace("vocab_lo = 16", "vocab_lo = 100").replace("vocab_hi = 300", "vocab_hi = 10000")
+SUITE_PROBE = TINY_PROBE_TOML.replace("vocab_lo = 16", "vocab_lo = 100").replace("vocab_hi = 300", "vocab_hi = 10000")
 
 
 def test_suite_repos_serve_the_real_branch_names_and_a_checkpoint_of_each_measures(suite_endpoint, tmp_path,
@@ -695,7 +688,7 @@ def test_panel_resolves_branch_names_lists_once_and_loads_by_commit(endpoint, re
 def test_full_size_shaped_repo_over_http(endpoint, repos, tmp_path):
     """The OLMoE miniature (64 experts, bfloat16 on the 'Hub') downloads, loads in float32 and measures."""
     pm = load_panel(hub_panel(tmp_path, tmp_path / "hub", "test-org/olmoe-mini", ["step5000-tokens20B"],
-                              TINY_PROBE.replace("vocab_hi = 300", "vocab_hi = 10000"))).models[0]
+                              TINY_PROBE_TOML.replace("vocab_hi = 300", "vocab_hi = 10000"))).models[0]
     (record,) = session(tmp_path).model_records(pm)
     assert record.provenance["dtype"] == "float32" and record.n_heads == 4 and record.tokens_seen == 20e9
     assert record.provenance["commit"] == repos[2].branches["step5000-tokens20B"]

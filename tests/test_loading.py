@@ -18,16 +18,9 @@ from headwatch.fixtures.panels import PanelError, load_panel, parse_panel
 from headwatch.fixtures.provider import IdenticalWeightsWarning, Provider, ProviderOptions
 from headwatch.fixtures.tiny import tiny_model
 from headwatch_testing.broken import BROKEN_CHECKPOINTS, save_broken_checkpoint
+from headwatch_testing.tinypanel import TINY_PROBE_TOML
 from headwatch_testing.tinypanel import save_tiny_revisions
 
-TINY_PROBE = """
-[models.probe]
-n_examples = 8
-seq_len = 64
-vocab_lo = 16
-vocab_hi = 300
-n_pr = 8
-"""
 
 REPOS = {
     # step10 and step20 share a seed: identical weights under two branch names
@@ -73,7 +66,7 @@ def tiny_panel(hub: Path, tmp_path: Path, *, repos=REPOS, extra: str = "") -> st
         revs = ", ".join(f'"{r}"' for r in revisions)
         lines.append(
             f'[[models]]\nname = "{repo.split("/")[1]}"\nrepo = "{repo}"\nsource = "hub"\n'
-            f'revisions = [{revs}]\ntokens = {{ per_step = 1000 }}\nhub_cache_dir = "{hub}"\n{extra}{TINY_PROBE}\n'
+            f'revisions = [{revs}]\ntokens = {{ per_step = 1000 }}\nhub_cache_dir = "{hub}"\n{extra}{TINY_PROBE_TOML}\n'
         )
     path = tmp_path / "tiny.toml"
     path.write_text("\n".join(lines))
@@ -145,7 +138,7 @@ def test_local_folder_panel_loads_and_measures(tmp_path):
     panel_file = tmp_path / "seed7.toml"
     panel_file.write_text(
         '[[models]]\nname = "seed7"\nrepo = "seed7"\nsource = "local"\nrevisions = ["step100", "step0"]\n'
-        "tokens = { per_step = 2048 }\n" + TINY_PROBE
+        "tokens = { per_step = 2048 }\n" + TINY_PROBE_TOML
     )
     pm = load_panel(panel_file).models[0]
     assert pm.repo == str(root.resolve())  # relative to the panel file
