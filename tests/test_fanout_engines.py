@@ -69,8 +69,10 @@ def ray_cluster():
     mp.setenv("HF_HUB_OFFLINE", "1")
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=128 * 2**20,
-             configure_logging=False)
+    # Its own cluster (never one a `ray start` left running), on loopback: left to itself Ray picks the
+    # address of the default route's interface.
+    ray.init(address="local", _node_ip_address="127.0.0.1", num_cpus=2, include_dashboard=False,
+             log_to_driver=False, object_store_memory=128 * 2**20, configure_logging=False)
     try:
         assert ray.util.get_node_ip_address() == "127.0.0.1"
         yield ray

@@ -56,7 +56,7 @@ import pytest
 
 from headwatch.fixtures import loading
 from headwatch.fixtures.hubcache import cached_revisions, repo_folder
-from headwatch.fixtures.panels import PanelModel, load_panel
+from headwatch.fixtures.panels import PanelError, PanelModel, load_panel
 from headwatch.fixtures.provider import Provider, ProviderOptions
 from headwatch.fixtures.realconfigs import MISTRAL_SCHEDULE, PYTHIA_SCHEDULE, SUITES
 from headwatch_testing.tinypanel import TINY_PROBE_TOML
@@ -697,11 +697,14 @@ def test_full_size_shaped_repo_over_http(endpoint, repos, tmp_path):
 def test_missing_revision_names_the_closest_branches_before_any_download(endpoint, tmp_path):
     pm = load_panel(hub_panel(tmp_path, tmp_path / "hub", "test-org/olmo-tiny",
                               ["step0-tokens0B", "step1000-tokens3B"])).models[0]
-    with pytest.raises(loading.RevisionNotFound) as e:
+    # The whole panel is checked against the branches before anything is measured (issue 26): not even
+    # step0, which exists, is downloaded.
+    with pytest.raises(PanelError) as e:
         session(tmp_path).model_records(pm)
     msg = str(e.value)
-    assert "no revision 'step1000-tokens3B' in the Hub" in msg and "closest existing: step1000-tokens2B" in msg
-    assert not endpoint.requests(None, "/resolve/step1000-tokens3B")
+    assert "1 of its 2 revision(s) are not in the branches of test-org/olmo-tiny on the Hub: step1000-tokens3B" in msg
+    assert "did you mean 'step1000-tokens2B'" in msg and "Nothing was measured" in msg
+    assert not endpoint.requests(None, "/resolve/")
     # the protocol's own answer, for a client that asks anyway
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import RevisionNotFoundError
