@@ -43,7 +43,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +77,16 @@ class HeadwatchSession:
     chosen: Any
     #: organisms already handed to the trainer (once per session, on the process with the terminal)
     pretrained: bool = False
+    #: on the xdist controller: the organisms training while the workers run other tests
+    #: (fixtures/organisms/runner.py's BackgroundTraining), and which model ids wait for which job
+    training: Any = None
+    training_models: dict[str, Any] = field(default_factory=dict)
+
+    def waits_for_training(self, model_id: str) -> bool:
+        """Whether ``model_id``'s tests would wait for an organism still training (the scheduler
+        hands out other work first)."""
+        job = self.training_models.get(model_id)
+        return job is not None and self.training is not None and not self.training.finished(job)
 
     @property
     def options(self):  # ProviderOptions
@@ -427,8 +437,13 @@ def revision_record(pytestconfig: pytest.Config, model_entry, revision):
 # ---- organisms first: trained by the process that owns the terminal ------------------------------
 
 
-def _pretrain(config: pytest.Config, model_ids: set[str]) -> None:
-    """Train the organisms of ``model_ids`` that the cache lacks, one line per checkpoint."""
+def _pretrain(config: pytest.Config, model_ids: set[str], *, background: bool = False) -> None:
+    """Train the organisms of ``model_ids`` that the cache lacks, one line per checkpoint.
+
+    ``background`` (the xdist controller): return once every organism's lock is taken and training
+    has started on a thread; tests that need an organism wait for it (its lock), the others run
+    meanwhile, and :func:`pytest_sessionfinish` reports the end.
+    """
     s = config.stash.get(_STATE, None)
     if s is None or s.pretrained:
         return
@@ -439,15 +454,18 @@ def _pretrain(config: pytest.Config, model_ids: set[str]) -> None:
     if not wanted_models:
         return
     from headwatch.fixtures.organisms import TRAIN_THREADS, missing_jobs
-    from headwatch.fixtures.organisms.runner import TrainingError, default_parallel, train_in_subprocesses
+    from headwatch.fixtures.organisms.runner import (BackgroundTraining, TrainingError, default_parallel,
+                                                     train_in_subprocesses)
 
     def where(m) -> Path:
         return Path(m.organism.cache_dir).expanduser() if m.organism.cache_dir else s.options.organism_cache_dir()
 
+    def key(m) -> tuple[str, int, Path]:
+        return (m.organism.family, m.organism.seed, where(m))
+
     # Each child measures its checkpoints as it saves them, into this session's cache.
-    jobs = missing_jobs([(m.organism.family, m.organism.seed, where(m)) for m in wanted_models],
-                        measure={(m.organism.family, m.organism.seed, where(m)): s.provider.measure_plan(m)
-                                 for m in reversed(wanted_models)})
+    jobs = missing_jobs([key(m) for m in wanted_models],
+                        measure={key(m): s.provider.measure_plan(m) for m in reversed(wanted_models)})
     if not jobs:
         return
     tr = config.pluginmanager.get_plugin("terminalreporter")
@@ -457,18 +475,42 @@ def _pretrain(config: pytest.Config, model_ids: set[str]) -> None:
     if tr is not None:
         tr.write_sep("-", "headwatch: training model organisms")
     say(f"{len(jobs)} organism(s) missing from {jobs[0].cache_dir}: {', '.join(j.name for j in jobs)}; "
-        f"{parallel} at a time, {TRAIN_THREADS} thread each (first run only; later runs reuse them)")
+        f"{parallel} at a time, {TRAIN_THREADS} thread each (first run only; later runs reuse them)"
+        + ("; the tests that need no organism run meanwhile" if background else ""))
     t0 = time.monotonic()
 
     def report(p) -> None:
         say(f"organism {p.describe()}", red=p.event == "failed")
 
+    if background:
+        by_key = {(j.family, j.seed, Path(j.cache_dir)): j for j in jobs}
+        s.training_models = {m.id: by_key[key(m)] for m in wanted_models if key(m) in by_key}
+        s.training = BackgroundTraining(jobs, threads=TRAIN_THREADS, parallel=parallel, report=report).start()
+        return
     try:
         train_in_subprocesses(jobs, threads=TRAIN_THREADS, parallel=parallel, report=report)
     except TrainingError as e:
         say(f"headwatch: {e}; the tests that need these organisms will fail", red=True)
         return
     say(f"organisms trained in {time.monotonic() - t0:.0f} s")
+
+
+def _finish_training(config: pytest.Config, stop: bool) -> None:
+    """On the xdist controller: wait for the organisms training in the background (every test that
+    needed one has waited for it already), or ``stop`` them (an interrupted session: they resume
+    next time); say how it ended."""
+    s = config.stash.get(_STATE, None)
+    if s is None or s.training is None:
+        return
+    training, s.training = s.training, None
+    early = stop and training.running
+    error = training.cancel() if early else training.join()
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    say = (lambda text, **kw: tr.write_line(text, **kw)) if tr is not None else (lambda text, **kw: print(text))
+    if error is not None:
+        say(f"headwatch: {error}" + ("" if early else "; the tests that needed these organisms failed"), red=True)
+    else:
+        say(f"organisms trained in {training.seconds:.0f} s, beside the tests that needed none")
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -499,7 +541,7 @@ def pytest_xdist_node_collection_finished(node, ids) -> None:
         s.pretrained = True  # log-spaced revisions resolve on the workers (which train on first use)
         return
     known = [m.id for m in select_revisions(config)]
-    _pretrain(config, {mid for i in ids if (mid := model_scope(i, known)) is not None})
+    _pretrain(config, {mid for i in ids if (mid := model_scope(i, known)) is not None}, background=True)
 
 
 # ---- xdist: refresh time to workers, run info back to the controller ---------------------------
@@ -512,7 +554,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
         return None
     from headwatch.fixtures.scheduling import make_scheduler
 
-    return make_scheduler(config, log, [m.id for m in state(config).selection])
+    s = state(config)
+    return make_scheduler(config, log, [m.id for m in s.selection], waits=s.waits_for_training)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -529,10 +572,16 @@ def pytest_testnodedown(node, error) -> None:
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_sessionfinish(session: pytest.Session) -> None:
+def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None and _STATE in session.config.stash:
         workeroutput["headwatch_runinfo"] = state(session.config).run.to_dict()
+    _finish_training(session.config, stop=exitstatus == pytest.ExitCode.INTERRUPTED
+                     or bool(session.shouldstop) or bool(session.shouldfail))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    _finish_training(config, stop=True)  # a session that ended before sessionfinish: stop the children
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:

@@ -81,6 +81,8 @@ DEFECTS: dict[tuple[str, str, str], str] = {
     ("fixtures/organisms/train.py", "_check_choice", "ValueError"): "a recipe constant",
     ("fixtures/organisms/runner.py", "train_in_subprocesses", "TrainingError"):
         "a training child failed; its own error and log lines are printed above (the class is the child's)",
+    ("fixtures/organisms/runner.py", "train_in_subprocesses", "TrainingCancelled"):
+        "the caller stopped training (an interrupted pytest session); it resumes from its last saved state",
     # test helpers shipped in the package (tiny models, planted data)
     ("fixtures/tiny.py", "tiny_config", "ValueError"): "test helper",
     ("fixtures/tiny.py", "miniature_config", "ValueError"): "test helper",

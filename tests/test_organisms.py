@@ -150,7 +150,7 @@ print("some library chatter", flush=True)
 for i, step in enumerate((0, 5, 10)):
     print(Progress("checkpoint", family, seed, step=step, total=10, revision=f"step{step}", checkpoint=i + 1,
                    checkpoints=3, elapsed=0.1 * i, eta=None if i == 0 else 1.0).to_line(), flush=True)
-    time.sleep(0.05)
+    time.sleep(30 if family == "endless" else 0.05)
 if family == "broken":
     print("Traceback: it broke", flush=True)
     sys.exit(3)
@@ -187,6 +187,41 @@ def test_runner_reports_a_failed_child_with_its_output(fake_child, tmp_path):
                                      parallel=1, report=seen.append, module=fake_child)
     assert [p.event for p in seen if p.family == "olmo"][-1] == "done"  # the others still ran
     assert [p.event for p in seen if p.family == "broken"][-1] == "failed"
+
+
+@pytest.mark.slow
+def test_background_training_holds_each_lock_until_its_child_ends(fake_child, tmp_path):
+    """The xdist controller's way: every lock is taken before start() returns (so a worker asking
+    for an organism waits even before its child exists) and passes to the child, which keeps it
+    to its end; a worker waiting for it then finds the training over."""
+    import fcntl
+
+    jobs = [runner.TrainingJob("gptneox", 0, tmp_path), runner.TrainingJob("olmo", 0, tmp_path)]
+    seen = []
+    training = runner.BackgroundTraining(jobs, parallel=1, report=seen.append, module=fake_child).start()
+    for family in ("gptneox", "olmo"):  # olmo's child waits its turn (parallel=1): its lock is held all the same
+        with open(tmp_path / STATE_DIR / f"{family}-seed0.lock") as f:
+            with pytest.raises(OSError):
+                fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    assert runner.wait_until_trained("olmo", 0, tmp_path) > 0
+    assert [p.event for p in seen if p.family == "olmo"][-1] == "done"  # it waited for the child's end
+    assert training.join() is None and all(training.finished(j) for j in jobs)
+    assert runner.wait_until_trained("olmo", 0, tmp_path) < 1  # nobody holds it now
+    assert runner.wait_until_trained("olmoe", 0, tmp_path) == 0  # never trained here: nothing to wait for
+
+
+@pytest.mark.slow
+def test_background_training_cancelled_stops_its_children_and_frees_the_locks(fake_child, tmp_path):
+    job = runner.TrainingJob("endless", 0, tmp_path)
+    seen = []
+    training = runner.BackgroundTraining([job], report=seen.append, module=fake_child).start()
+    deadline = time.monotonic() + 60
+    while not seen and time.monotonic() < deadline:  # its first checkpoint: the child is running
+        time.sleep(0.05)
+    error = training.cancel()
+    assert isinstance(error, runner.TrainingCancelled) and "endless seed 0 stopped" in str(error), error
+    assert training.finished(job) and not training.running
+    assert runner.wait_until_trained("endless", 0, tmp_path) < 1
 
 
 def test_training_env_pins_thread_pools():

@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -90,7 +91,7 @@ def fake_training(monkeypatch, tmp_path):
     monkeypatch.setattr(organisms, "missing_jobs",
                         lambda triples, **kw: [runner.TrainingJob(f, s, tmp_path) for f, s, _ in triples if f != "olmo"])
 
-    def fake(jobs, *, threads, parallel, report):
+    def fake(jobs, *, threads, parallel, report, **_):  # locks, cancel: the background controller's
         calls.append(([j.name for j in jobs], threads, parallel))
         for j in jobs:
             for step, eta in ((0, None), (1500, 0.0)):
@@ -357,6 +358,27 @@ def test_contract_test_ids_and_filters(tmp_path):
     ids = re.findall(r"::(test_\w+\[[^\]]+\])", out.stdout)
     assert ids == ["test_model[olmo-1b]", "test_revision[olmo-1b@step5000-tokens10B]",
                    "test_revision[olmo-1b@step1454000-tokens3048B]"]
+
+
+def test_units_that_wait_for_training_go_out_last():
+    """While an organism trains on the controller, the scheduler hands out every other unit first."""
+    from headwatch.fixtures.scheduling import first_ready
+
+    training = {"gptneox-seed0"}
+    scopes = ["model:gptneox-seed0", "model:pythia-1b", "tests/test_x.py::test_a"]
+    assert first_ready(scopes, training.__contains__) == "model:pythia-1b"
+    assert first_ready(scopes[:1], training.__contains__) is None  # all wait: the base class's order
+    assert first_ready(["tests/test_x.py::test_a"], lambda m: True) == "tests/test_x.py::test_a"
+
+
+def test_a_model_waits_only_while_its_organism_trains():
+    job = runner.TrainingJob("gptneox", 0, Path("/nonexistent"))
+    s = plugin.HeadwatchSession(chosen=None, training_models={"organism-gptneox": job})
+    assert not s.waits_for_training("organism-gptneox")  # nothing training
+    s.training = SimpleNamespace(finished=lambda j: False)
+    assert s.waits_for_training("organism-gptneox") and not s.waits_for_training("pythia-1b")
+    s.training = SimpleNamespace(finished=lambda j: j is job)
+    assert not s.waits_for_training("organism-gptneox")
 
 
 def test_model_scope_of_test_ids():
