@@ -77,6 +77,8 @@ class HeadwatchSession:
     chosen: Any
     #: organisms already handed to the trainer (once per session, on the process with the terminal)
     pretrained: bool = False
+    #: on an xdist worker: no organism of the selection is training any more (see _yield_to_training)
+    training_over: bool = False
     #: on the xdist controller: the organisms training while the workers run other tests
     #: (fixtures/organisms/runner.py's BackgroundTraining), and which model ids wait for which job
     training: Any = None
@@ -457,11 +459,8 @@ def _pretrain(config: pytest.Config, model_ids: set[str], *, background: bool = 
     from headwatch.fixtures.organisms.runner import (BackgroundTraining, TrainingError, default_parallel,
                                                      train_in_subprocesses)
 
-    def where(m) -> Path:
-        return Path(m.organism.cache_dir).expanduser() if m.organism.cache_dir else s.options.organism_cache_dir()
-
     def key(m) -> tuple[str, int, Path]:
-        return (m.organism.family, m.organism.seed, where(m))
+        return _organism_key(s, m)
 
     # Each child measures its checkpoints as it saves them, into this session's cache.
     jobs = missing_jobs([key(m) for m in wanted_models],
@@ -471,12 +470,12 @@ def _pretrain(config: pytest.Config, model_ids: set[str], *, background: bool = 
     tr = config.pluginmanager.get_plugin("terminalreporter")
     workers = int(getattr(config.option, "numprocesses", 0) or 0)
     parallel = default_parallel(TRAIN_THREADS, len(jobs), workers or None)
-    say = (lambda text, **kw: tr.write_line(text, **kw)) if tr is not None else (lambda text, **kw: print(text))
+    say = _say(config)
     if tr is not None:
         tr.write_sep("-", "headwatch: training model organisms")
     say(f"{len(jobs)} organism(s) missing from {jobs[0].cache_dir}: {', '.join(j.name for j in jobs)}; "
         f"{parallel} at a time, {TRAIN_THREADS} thread each (first run only; later runs reuse them)"
-        + ("; the tests that need no organism run meanwhile" if background else ""))
+        + ("; the tests that need no organism run on the cores training leaves idle" if background else ""))
     t0 = time.monotonic()
 
     def report(p) -> None:
@@ -495,6 +494,57 @@ def _pretrain(config: pytest.Config, model_ids: set[str], *, background: bool = 
     say(f"organisms trained in {time.monotonic() - t0:.0f} s")
 
 
+def _say(config: pytest.Config):
+    """One line to the terminal, on a line of its own (the xdist controller's progress dots may
+    have left the current line open), through pytest's terminal reporter where there is one."""
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    if tr is None:
+        return lambda text, **kw: print(text)
+
+    def say(text: str, **markup) -> None:
+        if getattr(getattr(tr, "_tw", None), "width_of_current_line", 0):
+            tr.write("\n")
+        tr.write_line(text, **markup)
+
+    return say
+
+
+def _organism_key(s: HeadwatchSession, m) -> tuple[str, int, Path]:
+    """(family, seed, cache folder) of an organism model: what its training lock is named after."""
+    where = Path(m.organism.cache_dir).expanduser() if m.organism.cache_dir else s.options.organism_cache_dir()
+    return (m.organism.family, m.organism.seed, where)
+
+
+def _yield_to_training(config: pytest.Config) -> None:
+    """On xdist worker ``gwN``, before a test: while K organisms of the selection train (the
+    controller's background training, or anyone's), wait until N + K < cores.
+
+    Training children compute on one thread each and the longest of them decides when the organism
+    tests can start; tests beside them only slow them down (on 2 cores, two workers beside three
+    children made the slowest child take 1.5x as long). So the tests that need no organism take
+    only the cores training leaves idle: none while two or more children train on 2 cores, one
+    worker's once a single child is left, all once training is over (checked no more after that).
+    """
+    s = config.stash.get(_STATE, None)
+    worker = getattr(config, "workerinput", {}).get("workerid")
+    if s is None or s.training_over or worker is None:
+        return
+    keys = [_organism_key(s, m) for m in s.selection if m.source == "organism"]
+    from headwatch.fixtures.organisms.runner import training_now
+    from headwatch.fixtures.scheduling import worker_may_run
+
+    index = int(worker.removeprefix("gw")) if worker.removeprefix("gw").isdigit() else 0
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    while True:
+        busy = training_now(keys) if keys else 0
+        if busy == 0:
+            s.training_over = True
+            return
+        if worker_may_run(index, busy, cores):
+            return
+        time.sleep(1.0)
+
+
 def _finish_training(config: pytest.Config, stop: bool) -> None:
     """On the xdist controller: wait for the organisms training in the background (every test that
     needed one has waited for it already), or ``stop`` them (an interrupted session: they resume
@@ -505,12 +555,11 @@ def _finish_training(config: pytest.Config, stop: bool) -> None:
     training, s.training = s.training, None
     early = stop and training.running
     error = training.cancel() if early else training.join()
-    tr = config.pluginmanager.get_plugin("terminalreporter")
-    say = (lambda text, **kw: tr.write_line(text, **kw)) if tr is not None else (lambda text, **kw: print(text))
+    say = _say(config)
     if error is not None:
         say(f"headwatch: {error}" + ("" if early else "; the tests that needed these organisms failed"), red=True)
     else:
-        say(f"organisms trained in {training.seconds:.0f} s, beside the tests that needed none")
+        say(f"organisms trained in {training.seconds:.0f} s")
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -610,6 +659,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
 
 def _is_headwatch_test(item: pytest.Item) -> bool:
     return is_claim_test(item.path) or item.get_closest_marker("headwatch") is not None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    _yield_to_training(item.config)
 
 
 @pytest.hookimpl(hookwrapper=True)

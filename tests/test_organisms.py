@@ -203,11 +203,13 @@ def test_background_training_holds_each_lock_until_its_child_ends(fake_child, tm
         with open(tmp_path / STATE_DIR / f"{family}-seed0.lock") as f:
             with pytest.raises(OSError):
                 fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    assert runner.training_now([("gptneox", 0, tmp_path), ("olmo", 0, tmp_path), ("olmoe", 0, tmp_path)]) == 2
     assert runner.wait_until_trained("olmo", 0, tmp_path) > 0
     assert [p.event for p in seen if p.family == "olmo"][-1] == "done"  # it waited for the child's end
     assert training.join() is None and all(training.finished(j) for j in jobs)
     assert runner.wait_until_trained("olmo", 0, tmp_path) < 1  # nobody holds it now
     assert runner.wait_until_trained("olmoe", 0, tmp_path) == 0  # never trained here: nothing to wait for
+    assert runner.training_now([("gptneox", 0, tmp_path), ("olmo", 0, tmp_path), ("olmoe", 0, tmp_path)]) == 0
 
 
 @pytest.mark.slow

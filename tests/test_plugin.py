@@ -371,6 +371,17 @@ def test_units_that_wait_for_training_go_out_last():
     assert first_ready(["tests/test_x.py::test_a"], lambda m: True) == "tests/test_x.py::test_a"
 
 
+def test_workers_take_only_the_cores_training_leaves():
+    from headwatch.fixtures.scheduling import worker_may_run
+
+    # 2 cores: three or two organisms training keep both; with one left, gw0 runs beside it
+    assert [worker_may_run(i, 3, 2) for i in (0, 1)] == [False, False]
+    assert [worker_may_run(i, 2, 2) for i in (0, 1)] == [False, False]
+    assert [worker_may_run(i, 1, 2) for i in (0, 1)] == [True, False]
+    assert [worker_may_run(i, 0, 2) for i in (0, 1)] == [True, True]
+    assert [worker_may_run(i, 3, 16) for i in (0, 1)] == [True, True]
+
+
 def test_a_model_waits_only_while_its_organism_trains():
     job = runner.TrainingJob("gptneox", 0, Path("/nonexistent"))
     s = plugin.HeadwatchSession(chosen=None, training_models={"organism-gptneox": job})
