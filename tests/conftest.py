@@ -1,6 +1,7 @@
 """Helpers shared by the files in tests/ (pytest loads this file by path; nothing imports it).
 
 - torch runs on one thread here (below: why).
+- Ray, wherever a test imports it, keeps its clusters on loopback (below: why).
 - The test harness ``headwatch_testing`` (``testing/``, not installed) is on ``sys.path`` through
   pyproject's ``pythonpath``; here it goes on ``PYTHONPATH`` too, so that the processes tests start
   (pool, Ray and submitit workers that unpickle a fault, ``python -c`` and pytest children) find it.
@@ -38,6 +39,13 @@ from headwatch.probes.record import MeasurementRecord
 # `pytest tests -m "not slow"` took 62 s of CPU with torch's default two threads and 42 s with one.
 # One thread in this process, as each xdist worker of `-n 2` gets from the plugin anyway.
 torch.set_num_threads(1)
+
+# Ray reads this once, when it is first imported; a cluster started later in the process obeys what
+# it read then, and even ray.init(_node_ip_address="127.0.0.1") came up on the default route's address
+# (measured: 192.0.2.2) after an earlier import without it. Any test may be the first to import Ray
+# in its xdist worker (tests that need no organism run in whatever order the scheduler frees them),
+# so it is set for the whole session: the suite's Ray clusters are all local.
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(
     [str(headwatch_testing.PATH_ENTRY), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]))
