@@ -266,6 +266,9 @@ def select_revisions(config: pytest.Config) -> list[Any]:
 @pytest.hookimpl(tryfirst=True)  # before pytest-html reads --self-contained-html
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "xdist_group(name): keep a model's tests on one xdist worker")
+    config.addinivalue_line("markers", "mostly_waits: the test spends its time waiting on other processes (a "
+                                       "cluster, daemons); under xdist it runs first, beside organism training, "
+                                       "instead of waiting for a core training leaves idle")
     config.addinivalue_line("markers", "headwatch: a test written against headwatch's claim-test contract "
                                        "(model_entry, revision, model_records, revision_record)")
     if not wanted(config):
@@ -347,13 +350,19 @@ def _parametrize_populations(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Formation tests first: an organism that did not form is reported before its claims are judged.
+    """Formation tests first (after tests marked ``mostly_waits``): an organism that did not form is
+    reported before its claims are judged.
     Tests that would meet the placeholder ``model_entry`` (another copy of the claim tests) are one
     usage error naming which claims folder is active."""
     _refuse_other_claim_copies(items)
     if not wanted(config):
         return
-    items[:] = sorted(items, key=lambda item: 0 if is_claim_test(item.path) and item.path.name == "test_formation.py" else 1)
+    def rank(item: pytest.Item) -> int:
+        if item.get_closest_marker("mostly_waits") is not None:
+            return 0  # they cost the cores nothing: started first, beside any training
+        return 1 if is_claim_test(item.path) and item.path.name == "test_formation.py" else 2
+
+    items[:] = sorted(items, key=rank)
 
 
 def _refuse_other_claim_copies(items: list[pytest.Item]) -> None:
@@ -515,7 +524,7 @@ def _organism_key(s: HeadwatchSession, m) -> tuple[str, int, Path]:
     return (m.organism.family, m.organism.seed, where)
 
 
-def _yield_to_training(config: pytest.Config) -> None:
+def _yield_to_training(item: pytest.Item) -> None:
     """On xdist worker ``gwN``, before a test: while K organisms of the selection train (the
     controller's background training, or anyone's), wait until N + K < cores.
 
@@ -524,7 +533,11 @@ def _yield_to_training(config: pytest.Config) -> None:
     children made the slowest child take 1.5x as long). So the tests that need no organism take
     only the cores training leaves idle: none while two or more children train on 2 cores, one
     worker's once a single child is left, all once training is over (checked no more after that).
+    A test marked ``mostly_waits`` runs at once: it barely computes.
     """
+    config = item.config
+    if item.get_closest_marker("mostly_waits") is not None:
+        return
     s = config.stash.get(_STATE, None)
     worker = getattr(config, "workerinput", {}).get("workerid")
     if s is None or s.training_over or worker is None:
@@ -604,7 +617,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     from headwatch.fixtures.scheduling import make_scheduler
 
     s = state(config)
-    return make_scheduler(config, log, [m.id for m in s.selection], waits=s.waits_for_training)
+    return make_scheduler(config, log, [m.id for m in s.selection], waits=s.waits_for_training,
+                          training=lambda: s.training is not None and s.training.running)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -663,7 +677,7 @@ def _is_headwatch_test(item: pytest.Item) -> bool:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    _yield_to_training(item.config)
+    _yield_to_training(item)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -371,6 +371,50 @@ def test_units_that_wait_for_training_go_out_last():
     assert first_ready(["tests/test_x.py::test_a"], lambda m: True) == "tests/test_x.py::test_a"
 
 
+def test_while_training_units_go_out_in_collection_order_and_waiting_models_last(pytester):
+    """The controller's scheduler, driven as xdist drives it: the first unit each worker gets is
+    the earliest collected one that needs no training organism (the plugin collects tests marked
+    mostly_waits first); units of a model whose organism trains go out last; once training is over,
+    xdist's own order (largest unit first) is back."""
+    from headwatch.fixtures.scheduling import make_scheduler
+
+    ids = ["t/test_slurm.py::test_cluster", "c/test_f1.py::test_f1[pythia-1b@step1]", "c/test_f1.py::test_f1[pythia-1b@step2]",
+           "c/test_f1.py::test_f1[organism-olmo@step0]", "c/test_f1.py::test_f1[organism-olmo@step9]",
+           "c/test_f1.py::test_f1[organism-olmo@step10]", "t/test_x.py::test_a"]
+
+    def run(training: bool) -> list[list[str]]:
+        config = pytester.parseconfig("-p", "xdist", "--tx", "2*popen")
+        sched = make_scheduler(config, None, ["pythia-1b", "organism-olmo"],
+                               waits=lambda m: training and m == "organism-olmo", training=lambda: training)
+        sent: list[list[str]] = []
+
+        class Node:  # what the scheduler uses of xdist's WorkerController
+            shutting_down = False
+
+            def __init__(self, name: str) -> None:
+                self.gateway = SimpleNamespace(id=name)
+
+            def shutdown(self) -> None:
+                pass
+
+            def send_runtest_some(self, indices) -> None:
+                sent.append([ids[i] for i in indices])
+
+        nodes = [Node("gw0"), Node("gw1")]
+        for node in nodes:
+            sched.add_node(node)
+            sched.add_node_collection(node, ids)
+        sched.schedule()
+        return sent
+
+    during = run(training=True)
+    assert during[0] == ["t/test_slurm.py::test_cluster"]  # collected first, out first
+    assert during[1] == ["c/test_f1.py::test_f1[pythia-1b@step1]", "c/test_f1.py::test_f1[pythia-1b@step2]"]
+    assert "organism-olmo" not in " ".join(sum(during[:3], []))  # the training model's unit waits for the rest
+    after = run(training=False)
+    assert after[0][0].endswith("[organism-olmo@step0]")  # xdist's order: the largest unit first
+
+
 def test_workers_take_only_the_cores_training_leaves():
     from headwatch.fixtures.scheduling import worker_may_run
 
