@@ -226,6 +226,23 @@ def test_background_training_cancelled_stops_its_children_and_frees_the_locks(fa
     assert runner.wait_until_trained("endless", 0, tmp_path) < 1
 
 
+def test_a_file_system_without_flock_never_makes_anyone_wait(tmp_path, monkeypatch):
+    """Only a lock someone holds means training: where flock itself fails (ENOLCK on some network
+    file systems) nothing is counted as training and nothing is waited for, instead of forever."""
+    import errno
+    import fcntl
+
+    (tmp_path / STATE_DIR).mkdir()
+    (tmp_path / STATE_DIR / "olmo-seed0.lock").write_text("")
+
+    def no_locks(*args):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    assert runner.training_now([("olmo", 0, tmp_path)]) == 0
+    assert runner.wait_until_trained("olmo", 0, tmp_path) == 0
+
+
 def test_training_env_pins_thread_pools():
     env = training_env()
     assert env["OMP_NUM_THREADS"] == env["MKL_NUM_THREADS"] == "1"
