@@ -27,8 +27,10 @@ The contract the claim tests code against:
   (claims/test_formation.py: models that declare formation); with none left, its test is one
   skip naming what no selected model has.
 - the formation tests (claims/test_formation.py) run before every other claim test.
-- organisms the collected tests need and the cache lacks are trained first, by the process that
-  talks to the terminal (the xdist controller, or the only process), one line per checkpoint.
+- organisms the collected tests need and the cache lacks are trained by the process that talks to
+  the terminal, one line per checkpoint: without xdist before the tests; on the xdist controller
+  beside them (the tests that need no organism run on the cores training leaves, those marked
+  ``mostly_waits`` at once, and a test that needs one waits for its training to end).
 - what ran (panels, models, revisions, device, dtype, cache hits vs fresh runs): :func:`run_info`,
   merged from all workers on the xdist controller.
 - a crash is not a failed claim: in a claim test, an exception that is not an assertion (a bug in
@@ -464,7 +466,7 @@ def _pretrain(config: pytest.Config, model_ids: set[str], *, background: bool = 
     wanted_models = [m for m in s.selection if m.id in model_ids and m.source == "organism"]
     if not wanted_models:
         return
-    from headwatch.fixtures.organisms import TRAIN_THREADS, missing_jobs
+    from headwatch.fixtures.organisms import TRAIN_THREADS, job_work, missing_jobs
     from headwatch.fixtures.organisms.runner import (BackgroundTraining, TrainingError, default_parallel,
                                                      train_in_subprocesses)
 
@@ -493,10 +495,11 @@ def _pretrain(config: pytest.Config, model_ids: set[str], *, background: bool = 
     if background:
         by_key = {(j.family, j.seed, Path(j.cache_dir)): j for j in jobs}
         s.training_models = {m.id: by_key[key(m)] for m in wanted_models if key(m) in by_key}
-        s.training = BackgroundTraining(jobs, threads=TRAIN_THREADS, parallel=parallel, report=report).start()
+        s.training = BackgroundTraining(jobs, threads=TRAIN_THREADS, parallel=parallel, report=report,
+                                        work=job_work).start()
         return
     try:
-        train_in_subprocesses(jobs, threads=TRAIN_THREADS, parallel=parallel, report=report)
+        train_in_subprocesses(jobs, threads=TRAIN_THREADS, parallel=parallel, report=report, work=job_work)
     except TrainingError as e:
         say(f"headwatch: {e}; the tests that need these organisms will fail", red=True)
         return
