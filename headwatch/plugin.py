@@ -466,7 +466,7 @@ def _pretrain(config: pytest.Config, model_ids: set[str], *, background: bool = 
     wanted_models = [m for m in s.selection if m.id in model_ids and m.source == "organism"]
     if not wanted_models:
         return
-    from headwatch.fixtures.organisms import TRAIN_THREADS, job_work, missing_jobs
+    from headwatch.fixtures.organisms import TRAIN_THREADS, missing_jobs
     from headwatch.fixtures.organisms.runner import (BackgroundTraining, TrainingError, default_parallel,
                                                      train_in_subprocesses)
 
@@ -495,11 +495,10 @@ def _pretrain(config: pytest.Config, model_ids: set[str], *, background: bool = 
     if background:
         by_key = {(j.family, j.seed, Path(j.cache_dir)): j for j in jobs}
         s.training_models = {m.id: by_key[key(m)] for m in wanted_models if key(m) in by_key}
-        s.training = BackgroundTraining(jobs, threads=TRAIN_THREADS, parallel=parallel, report=report,
-                                        work=job_work).start()
+        s.training = BackgroundTraining(jobs, threads=TRAIN_THREADS, parallel=parallel, report=report).start()
         return
     try:
-        train_in_subprocesses(jobs, threads=TRAIN_THREADS, parallel=parallel, report=report, work=job_work)
+        train_in_subprocesses(jobs, threads=TRAIN_THREADS, parallel=parallel, report=report)
     except TrainingError as e:
         say(f"headwatch: {e}; the tests that need these organisms will fail", red=True)
         return

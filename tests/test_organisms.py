@@ -243,19 +243,6 @@ def test_a_file_system_without_flock_never_makes_anyone_wait(tmp_path, monkeypat
     assert runner.wait_until_trained("olmo", 0, tmp_path) == 0
 
 
-def test_the_longest_job_keeps_a_core_where_jobs_outnumber_cores(tmp_path):
-    jobs = [runner.TrainingJob(f, 0, tmp_path) for f in ("gptneox", "olmo", "olmoe")]
-    work = {"gptneox": 1.0, "olmo": 3.0, "olmoe": 2.0}
-    cost = lambda j: work[j.family]  # noqa: E731
-    assert runner.deprioritised(jobs, cost, cores=2) == {jobs[0], jobs[2]}  # olmo keeps one core
-    assert runner.deprioritised(jobs, cost, cores=3) == set()  # a core each: nobody yields
-    assert runner.deprioritised(jobs, cost, cores=1) == {jobs[0], jobs[2]}
-    # the shipped recipes: OLMo's run is the longest (the cold run's critical path)
-    from headwatch.fixtures.organisms import job_work
-
-    assert max(jobs, key=job_work).family == "olmo"
-
-
 def test_training_env_pins_thread_pools():
     env = training_env()
     assert env["OMP_NUM_THREADS"] == env["MKL_NUM_THREADS"] == "1"
