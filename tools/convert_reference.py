@@ -40,7 +40,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from headwatch.files import MAX_BYTES, UnreadableFile, honour_umask, inside, parse_json, read_bounded, write_atomic
+from headwatch.files import (
+    MAX_BYTES,
+    UnreadableFile,
+    honour_umask,
+    inside,
+    kind_of,
+    not_a_folder,
+    parse_json,
+    read_bounded,
+    write_atomic,
+)
 from headwatch.fixtures import reference as reader
 from headwatch.fixtures.panels import tokens_from_name
 from headwatch.fixtures.reference import model_slug
@@ -644,13 +654,8 @@ def write_records(records_by_model: Mapping[str, Sequence[MeasurementRecord]], d
 
 
 def _kind(path: Path) -> str:
-    """What is at ``path`` (which exists), for messages."""
-    mode = path.lstat().st_mode
-    for test, name in ((stat.S_ISLNK, "a symlink"), (stat.S_ISREG, "a regular file"), (stat.S_ISFIFO, "a FIFO"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return name
-    return "not a folder"
+    """What is at ``path`` (which exists or is a link), for messages."""
+    return kind_of(path.lstat().st_mode)
 
 
 def _previous_copy(dest: Path) -> set[str] | None:
@@ -704,8 +709,8 @@ def check_places(src: str | Path, dest: str | Path) -> tuple[Path, Path]:
     if target.is_symlink():
         raise InputError(f"DEST {target} is a symlink; the converter replaces DEST as a whole and would replace the "
                          f"link: give the real path ({dest_real})")
-    blocker = next((p for p in target.parents if p.exists() or p.is_symlink()), None)
-    if blocker is not None and not blocker.is_dir():
+    blocker = not_a_folder(target.parent)
+    if blocker is not None:
         raise InputError(f"DEST {target} cannot be created: {blocker} is {_kind(blocker)}, not a folder; give a "
                          "path through folders")
     if target.exists():
