@@ -183,3 +183,24 @@ def test_the_report_names_a_corrupt_cache_entry(tmp_path, local_panel_file, head
                       "--out", tmp_path / "rep")
     assert r.code == 2 and str(broken) in r.out + r.err and "Traceback" not in r.err, r.err[-2000:]
     assert broken.read_text() == "{ torn"  # the report measures and moves nothing
+
+
+@pytest.mark.slow
+def test_a_complete_cache_on_a_read_only_mount_is_judged(tmp_path, local_panel_file, headwatch_cli, read_only_tree):
+    """``headwatch judge`` and the claim tests read a complete cache on a read-only mount (both refused
+    it as "not writable"); nothing is measured again, nothing written."""
+    import subprocess
+    import sys
+
+    from headwatch import plugin
+
+    cache = tmp_path / "cache"
+    first = headwatch_cli("judge", "--panel", local_panel_file, "--cache-dir", cache)
+    assert first.code in (0, 1), first.err[-2000:]
+    read_only_tree(cache)
+    again = headwatch_cli("judge", "--panel", local_panel_file, "--cache-dir", cache)
+    assert again.code == first.code and "F1" in again.out, again.err[-2000:]  # a miss would be refused: cannot keep it
+    run = subprocess.run([sys.executable, "-m", "pytest", str(plugin.CLAIMS_DIR), "-q", "-n", "0", "-p", "no:cacheprovider",
+                          "--panel", str(local_panel_file), "--cache-dir", str(cache), "-k", "F1"],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0 and " passed" in run.stdout, run.stdout[-2000:] + run.stderr[-2000:]

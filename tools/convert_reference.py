@@ -20,6 +20,15 @@ The author (repository ``skydancerosel/spectral-probe-circuits``) released three
 :func:`import_reference` turns any folder holding files in that format into one sorted list of
 :class:`~headwatch.probes.record.MeasurementRecord` per model (repo id); :func:`convert` writes them
 as the project's JSON under DEST with a PROVENANCE.md beside them.
+
+What it never does: remove or write anything outside a folder it creates. The copy is written into
+a new temporary folder beside DEST and renamed into place; DEST must be new, empty or an earlier
+converted copy (replaced whole, unless it holds a model SRC lacks), never SRC, inside SRC or holding
+it, a file or a symlink. A ``model`` or revision name that is not a plain name (``..``, ``.``, a
+separator, an absolute path) is refused, since it names a folder or file of the copy. Every file is
+read through :mod:`headwatch.files`' bounded reader (a FIFO, a device, a file over 64 MB, text that is
+not UTF-8 or JSON nested too deep is named), links to folders are not followed, and folders may nest
+32 deep. Refusals exit 2 with a message naming the file or folder.
 """
 from __future__ import annotations
 
@@ -842,7 +851,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     c = sub.add_parser("convert", help="convert a folder of the author's files into measurement records")
     c.add_argument("src", help="folder in the author's format, e.g. ../shared/reference")
-    c.add_argument("dest", help="output folder, e.g. fixtures/published")
+    c.add_argument("dest", help="output folder, e.g. fixtures/published: a new folder, or an earlier converted copy "
+                                "(replaced whole); never inside SRC")
     c.add_argument(
         "--not-author-source",
         action="store_true",

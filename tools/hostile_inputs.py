@@ -1231,7 +1231,7 @@ def _round5_cases() -> list[Case]:
     add(Case("mg-panel-bom", MG, "a panel file starting with a UTF-8 BOM (`headwatch judge`)", ["headwatch", "judge", "--panel", "{ws}/p.toml"],
              expect="ok", exit=(0, 1), setup=bom, check=lambda ws, r: None if "== " in r.out else "no verdicts printed",
              test=home("test_a_panel_file_starting_with_a_bom_is_read")))
-    add(Case("mg-panel-bom-pytest", MG, "the same panel under pytest", PYTEST + ["--panel", "{ws}/p.toml", "-k", "F2"],
+    add(Case("mg-panel-bom-pytest", MG, "the same panel under pytest", PYTEST + ["--panel", "{ws}/p.toml", "-k", "F1"],
              expect="ok", exit=0, setup=bom, check=lambda ws, r: None if " passed" in r.out else "nothing passed",
              test=home("test_a_panel_file_starting_with_a_bom_is_read")))
     vocab_test = home("test_measure_names_a_config_with_a_negative_vocabulary")
