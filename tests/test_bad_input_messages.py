@@ -204,3 +204,30 @@ def test_a_complete_cache_on_a_read_only_mount_is_judged(tmp_path, local_panel_f
                           "--panel", str(local_panel_file), "--cache-dir", str(cache), "-k", "F1"],
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0 and " passed" in run.stdout, run.stdout[-2000:] + run.stderr[-2000:]
+
+
+def test_a_damaged_training_log_is_named(tmp_path):
+    """An organism's log.json is read through the bounded reader: damage is named, never a traceback."""
+    from headwatch.fixtures.organisms.train import TrainLog
+
+    log = tmp_path / "log.json"
+    for damage in ("{ torn", '{"family": "olmo"}', "[1, 2]"):
+        log.write_text(damage)
+        with pytest.raises(InputError, match=f"training log {log} cannot be read"):
+            TrainLog.load(log)
+
+
+def test_the_hostile_inputs_tool_never_removes_a_folder_it_did_not_make(tmp_path):
+    """``hostile_inputs.py base DIR`` used to remove DIR whole when it held no finished base."""
+    import importlib.util
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("hostile_inputs", root / "tools" / "hostile_inputs.py")
+    tool = importlib.util.module_from_spec(spec)
+    sys.modules["hostile_inputs"] = tool
+    spec.loader.exec_module(tool)
+    (tmp_path / "mine.txt").write_text("a user's file")
+    with pytest.raises(SystemExit, match="did not make"):
+        tool.build_base(tmp_path, sys.executable)
+    assert (tmp_path / "mine.txt").read_text() == "a user's file"
