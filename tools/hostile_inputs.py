@@ -24,7 +24,7 @@ traceback, the expected exit code), ``unclear`` (refused, but the message does n
 wrong, says something that is not so, or the exit code is not the documented one), ``traceback`` (a
 traceback or INTERNALERROR), ``silent`` (the bad input was accepted: exit 0, a record written, or
 claims judged on it; or a wrong result), ``lost`` (a file the command had no business touching was
-changed or removed: cases with ``keeps``). Not shipped; needs only the standard library (the
+changed, removed or written: cases with ``keeps``). Not shipped; needs only the standard library (the
 checkout's venv does the work).
 """
 from __future__ import annotations
@@ -85,7 +85,8 @@ class Case:
     #: A refusal must not say these (case-insensitive): a false line (jobs that do not exist) is "unclear".
     absent: tuple[str, ...] = ()
     #: Data the command must not lose: when set, every file of the case's folder outside these globs
-    #: (relative to it) must be as it was before the command ran; otherwise the outcome is "lost".
+    #: (relative to it) must be as it was before the command ran, and none may be added there;
+    #: otherwise the outcome is "lost".
     keeps: tuple[str, ...] | None = None
     #: A check that must hold whatever the outcome, a refusal too (no code ran, say): a problem is "silent".
     holds: Callable[[Path, Result], str | None] | None = None
@@ -1023,7 +1024,7 @@ def _fault_cases() -> list[Case]:
 
 # ==== issue 35 (round five): the converter, pickles, messages =====================================
 # Every case here names its covering test; the converter's cases also watch every file of their folder
-# (``keeps``): a file changed or removed that the command had no business touching is "lost".
+# (``keeps``): a file changed, removed or written that the command had no business touching is "lost".
 
 CV = "The converter of the author's files (`tools/convert_reference.py convert SRC DEST`)"
 PK = "Pickle weights read with `--allow-pickle`"
@@ -1036,17 +1037,23 @@ PROVENANCE_TITLE = "# Provenance of these measurement records"
 
 
 def author_copy(edit: Callable[[Path], None] | None = None):
-    """A setup writing Pythia's published records back as the author's per-revision screens in
-    ``{ws}/author`` (screens only: a folder in the author's format), beside a user's own files
-    (``{ws}/mine/results.json``, ``{ws}/notes.txt``) that no conversion may touch; then ``edit(ws)``."""
+    """A setup writing Pythia's published records back in the author's format in ``{ws}/author`` (the
+    per-revision screens and the PR trajectory, whose ``ckpt_tokens_B`` tells the tokens of any
+    revision name), beside a user's own files (``{ws}/mine/results.json``, ``{ws}/notes.txt``) that no
+    conversion may touch; then ``edit(ws)``."""
     def setup(ws: Path, base: Path) -> None:
         author = ws / "author" / "per_revision_mechinterp"
         author.mkdir(parents=True)
-        for rec in sorted((base / "published" / PYTHIA).glob("*.json")):
-            d = json.loads(rec.read_text())
+        records = sorted((json.loads(p.read_text()) for p in (base / "published" / PYTHIA).glob("*.json")),
+                         key=lambda d: d["tokens_seen"])
+        for d in records:
             (author / f"pythia1b_mechinterp_{d['revision']}.json").write_text(json.dumps({
                 "model": d["model"], "revision": d["revision"], "n_examples": 2000, "selectivity_threshold": 30.0,
                 "all_head_selectivity": d["all_head_selectivity"]}))
+        (ws / "author" / "pythia1b_phase1_trajectory.json").write_text(json.dumps({
+            "model": records[0]["model"], "revisions": [d["revision"] for d in records], "n_examples": 500,
+            "dtype": "fp16", "head_dim": records[0]["d_head"], "ckpt_tokens_B": [d["tokens_seen"] / 1e9 for d in records],
+            "pr": {h: [d["pr"][h] for d in records] for h in records[0]["pr"]}}))
         (ws / "mine").mkdir()
         (ws / "mine" / "results.json").write_text('{"keep": true}')
         (ws / "notes.txt").write_text("a user's notes")
@@ -1059,12 +1066,27 @@ def screens(ws: Path) -> list[Path]:
     return sorted((ws / "author" / "per_revision_mechinterp").glob("*.json"))
 
 
-def set_screen_field(key: str, value, first_only: bool = False):
+def _edit_json(path: Path, fn: Callable[[dict], None]) -> None:
+    d = json.loads(path.read_text())
+    fn(d)
+    path.write_text(json.dumps(d))
+
+
+def set_model(value: str):
+    """An edit naming the model ``value`` in every author's file (screens and trajectory alike)."""
     def edit(ws: Path) -> None:
-        for p in screens(ws)[:1] if first_only else screens(ws):
-            d = json.loads(p.read_text())
-            d[key] = value
-            p.write_text(json.dumps(d))
+        for p in [*screens(ws), ws / "author" / "pythia1b_phase1_trajectory.json"]:
+            _edit_json(p, lambda d: d.__setitem__("model", value))
+    return edit
+
+
+def rename_revision(old: str, new: str):
+    """An edit renaming revision ``old`` to ``new`` in its screen and in the trajectory (tokens known)."""
+    def edit(ws: Path) -> None:
+        _edit_json(ws / "author" / "per_revision_mechinterp" / f"pythia1b_mechinterp_{old}.json",
+                   lambda d: d.__setitem__("revision", new))
+        _edit_json(ws / "author" / "pythia1b_phase1_trajectory.json",
+                   lambda d: d.__setitem__("revisions", [new if r == old else r for r in d["revisions"]]))
     return edit
 
 
@@ -1148,14 +1170,14 @@ def _round5_cases() -> list[Case]:
            src="{ws}/author", expect="refuse", keeps=(), check=None, **kw):
         add(Case(id_, CV, what, CONVERT + [src, dest], expect=expect, exit=2 if expect == "refuse" else 0, says=says,
                  test=home(test), setup=author_copy(edit), keeps=keeps, check=check, timeout=kw.pop("timeout", 90), **kw))
-    cv("cv-model-dotdot", "`\"model\": \"..\"` in the author's files (it removed DEST's parent and everything in it)",
-       set_screen_field("model", ".."), says=("'..'", "leave the destination"))
+    cv("cv-model-dotdot", "`\"model\": \"..\"`, converting into an earlier converted copy (it removed DEST's parent and everything in it)",
+       then_edit(earlier_copy(PYTHIA), set_model("..")), dest="{ws}/earlier", says=("'..'", "leave the destination"))
     cv("cv-model-dot", "`\"model\": \".\"`, converting into an earlier converted copy (it emptied DEST)",
-       then_edit(earlier_copy(PYTHIA), set_screen_field("model", ".")), dest="{ws}/earlier", says=("'.'", "leave the destination"))
-    cv("cv-model-absolute", "`\"model\": \"/tmp/elsewhere\"`", set_screen_field("model", "/tmp/elsewhere"),
-       says=("/tmp/elsewhere", "leave the destination"))
-    cv("cv-revision-dotdot", "a revision named `../../../x` (it wrote outside DEST)", set_screen_field("revision", "../../../x", True),
-       says=("revision", "leave the destination"), test="test_a_revision_name_with_path_parts_is_refused_and_nothing_is_written_outside")
+       then_edit(earlier_copy(PYTHIA), set_model(".")), dest="{ws}/earlier", says=("'.'", "leave the destination"))
+    cv("cv-model-absolute", "`\"model\": \"/tmp/elsewhere\"`", set_model("/tmp/elsewhere"), says=("leave the destination",))
+    cv("cv-revision-dotdot", "a revision named `../../../x` (it wrote outside DEST)", rename_revision("step1", "../../../x"),
+       dest="{ws}/a/b/out", says=("revision", "leave the destination"),
+       test="test_a_revision_name_with_path_parts_is_refused_and_nothing_is_written_outside")
     dest_test = "test_a_destination_that_is_inside_or_holds_the_source_is_refused"
     cv("cv-dest-is-src", "`convert SRC SRC` (it deleted the sources)", None, dest="{ws}/author", says=("SRC itself",), test=dest_test)
     cv("cv-dest-inside-src", "DEST inside SRC", None, dest="{ws}/author/out", says=("inside SRC",), test=dest_test)
@@ -1176,7 +1198,7 @@ def _round5_cases() -> list[Case]:
     cv("cv-regenerate", "DEST an earlier converted copy of the same model (replaced whole, nothing else touched)",
        earlier_copy(PYTHIA), dest="{ws}/earlier", expect="ok", keeps=("earlier/*",), check=converted("earlier"),
        test="test_an_earlier_converted_copy_is_replaced_whole_and_never_loses_a_model")
-    cv("cv-new-dest", "a new DEST beside the source", None, expect="ok", keeps=(), check=converted("out"),
+    cv("cv-new-dest", "a new DEST beside the source", None, expect="ok", keeps=("out/*",), check=converted("out"),
        test="test_convert_then_read_gives_the_imported_models")
     read_test = "test_every_read_is_bounded_and_named"
     for kind, what, says in (("fifo", "a FIFO named like a screen (it hung)", "FIFO"),
@@ -1187,7 +1209,7 @@ def _round5_cases() -> list[Case]:
                              ("loop", "a screen that is a symlink loop", "symlink loop")):
         cv(f"cv-read-{kind}", what, plant_screen(kind), says=("pythia1b_mechinterp_", says), test=read_test)
     cv("cv-folder-loop", "a link from inside SRC back to SRC (not followed: converted once)",
-       lambda ws: os.symlink(ws / "author", ws / "author" / "loop"), expect="ok", keeps=(), check=converted("out"),
+       lambda ws: os.symlink(ws / "author", ws / "author" / "loop"), expect="ok", keeps=("out/*",), check=converted("out"),
        test="test_folders_nested_without_end_are_refused_and_links_to_folders_not_followed")
     cv("cv-folders-deep", "folders nested 40 deep under SRC",
        lambda ws: (ws / "author").joinpath(*["d"] * 40).mkdir(parents=True), says=("nest more than",),
@@ -1551,7 +1573,7 @@ def run_case(case: Case, base: Path, ctx: dict, root: Path) -> dict:
         outcome, why = classify(case, ws, res)
         lost = lost_files(before, tree_state(ws), case.keeps) if before is not None else []
         if lost:
-            outcome, why = "lost", f"changed or removed: {', '.join(lost[:4])}" + (f" (and {len(lost) - 4} more)" if len(lost) > 4 else "")
+            outcome, why = "lost", f"{', '.join(lost[:4])}" + (f" and {len(lost) - 4} more" if len(lost) > 4 else "")
     finally:
         subprocess.run(["chattr", "-i", str(ws / "ro")], check=False, capture_output=True)
     shutil.rmtree(ws, ignore_errors=True)
@@ -1581,16 +1603,18 @@ def tree_state(root: Path) -> dict[str, tuple]:
 
 
 def lost_files(before: dict[str, tuple], after: dict[str, tuple], keeps: tuple[str, ...]) -> list[str]:
-    """What was there before and is gone or changed, outside the globs a command may write (``keeps``).
-    Folders count by their files; new files are not losses."""
+    """Files outside the globs a command may write (``keeps``) that it changed, removed or wrote, each
+    with what happened (folders count by their files)."""
     import fnmatch
 
     def allowed(rel: str) -> bool:
         return any(fnmatch.fnmatchcase(rel, g) or fnmatch.fnmatchcase(rel, g.rstrip("*").rstrip("/"))
                    for g in keeps)
 
-    return sorted(rel for rel, kind in before.items()
-                  if kind[0] != "dir" and not allowed(rel) and after.get(rel) != kind)
+    gone = [f"{rel} ({'removed' if rel not in after else 'changed'})" for rel, kind in before.items()
+            if kind[0] != "dir" and not allowed(rel) and after.get(rel) != kind]
+    written = [f"{rel} (written)" for rel, kind in after.items() if kind[0] != "dir" and rel not in before and not allowed(rel)]
+    return sorted(gone) + sorted(written)
 
 
 def scrub(text: str, ws: Path, base: Path, ctx: dict) -> str:
@@ -1735,7 +1759,7 @@ def cmd_render(args: argparse.Namespace) -> int:
         "**unclear** refused, but the message does not name what was wrong, says something that is not so, or "
         "the exit status is not the documented one; **traceback** a traceback or INTERNALERROR; **silent** the "
         "bad input was accepted (exit 0, a record written, claims judged on it) or a wrong result; **lost** a "
-        "file the command had no business touching was changed or removed (cases that watch for it).",
+        "file the command had no business touching was changed, removed or written (cases that watch for it).",
         "",
         "Exit statuses (README): `headwatch` 0 claims hold / record written, 1 a claim fails, 2 bad input or usage "
         "(the user's input, files or machine: a full disk, a permission, an environment variable), 3 internal "
