@@ -1174,7 +1174,8 @@ def _round5_cases() -> list[Case]:
        then_edit(earlier_copy(PYTHIA), set_model("..")), dest="{ws}/earlier", says=("'..'", "leave the destination"))
     cv("cv-model-dot", "`\"model\": \".\"`, converting into an earlier converted copy (it emptied DEST)",
        then_edit(earlier_copy(PYTHIA), set_model(".")), dest="{ws}/earlier", says=("'.'", "leave the destination"))
-    cv("cv-model-absolute", "`\"model\": \"/tmp/elsewhere\"`", set_model("/tmp/elsewhere"), says=("leave the destination",))
+    cv("cv-model-absolute", "`\"model\": \"/tmp/elsewhere\"`", set_model("/tmp/elsewhere"), says=("leave the destination",),
+       keeps=("out/*",))
     cv("cv-revision-dotdot", "a revision named `../../../x` (it wrote outside DEST)", rename_revision("step1", "../../../x"),
        dest="{ws}/a/b/out", says=("revision", "leave the destination"),
        test="test_a_revision_name_with_path_parts_is_refused_and_nothing_is_written_outside")
@@ -1212,7 +1213,7 @@ def _round5_cases() -> list[Case]:
        lambda ws: os.symlink(ws / "author", ws / "author" / "loop"), expect="ok", keeps=("out/*",), check=converted("out"),
        test="test_folders_nested_without_end_are_refused_and_links_to_folders_not_followed")
     cv("cv-folders-deep", "folders nested 40 deep under SRC",
-       lambda ws: (ws / "author").joinpath(*["d"] * 40).mkdir(parents=True), says=("nest more than",),
+       lambda ws: (ws / "author").joinpath(*["d"] * 40).mkdir(parents=True), says=("nest more than",), keeps=("out/*",),
        test="test_folders_nested_without_end_are_refused_and_links_to_folders_not_followed")
     cv("cv-disk-full", "the file system of DEST fills up while converting (the earlier copy kept, no temporary left)",
        None, dest="{ws}/full/out", says=("No space left", "write somewhere else"), custom=run_on_full_disk,
