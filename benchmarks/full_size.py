@@ -29,6 +29,7 @@ Prints a markdown table; ``--json`` writes every number.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -252,7 +253,9 @@ def main() -> None:
         rows.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
         if args.clean and folder.exists():
-            shutil.rmtree(folder.parent)
+            shutil.rmtree(folder)  # the checkpoint this tool builds, not the folder around it (the user's)
+            with contextlib.suppress(OSError):
+                folder.parent.rmdir()  # only when nothing else is in it
     print(table(rows))
     if args.json:
         args.json.write_text(json.dumps({"argv": sys.argv[1:], "rows": rows}, indent=1))

@@ -77,6 +77,10 @@ def write_atomic(path: str | os.PathLike, data: bytes | str) -> None:
     except BaseException as e:
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
+        blocker = not_a_folder(path.parent) if isinstance(e, (FileExistsError, NotADirectoryError)) else None
+        if blocker is not None:  # a file (or a FIFO...) where the path needs a folder: the user's, named
+            raise InputError(f"cannot write {path}: {blocker} is {kind_of(blocker.lstat().st_mode)} where a folder is "
+                             "needed; move it away or write somewhere else") from None
         # a full disk, a quota, a permission: the user's machine, named with the file (bad input)
         problem = input_error_from(e, f"writing {path}") if isinstance(e, OSError) else None
         if problem is not None:
@@ -109,20 +113,30 @@ def honour_umask(root: str | os.PathLike) -> None:
 
 # ---- output paths the user names ---------------------------------------------------------------
 
-_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+_KINDS = ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISLNK, "a symlink"))
 
 
-def _kind(mode: int) -> str:
-    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+def kind_of(mode: int) -> str:
+    """What a file of ``mode`` is, for messages: "a regular file", "a folder", "a FIFO", ..."""
+    return next((name for test, name in _KINDS if test(mode)), "neither a file nor a folder")
+
+
+def not_a_folder(folder: str | os.PathLike) -> Path | None:
+    """The nearest of ``folder`` and its parents that exists (or is a link) when it is not a folder
+    (a file where a folder must be, so nothing can be created under it); None otherwise."""
+    folder = Path(folder)
+    existing = next((p for p in (folder, *folder.parents) if p.exists() or p.is_symlink()), None)
+    return existing if existing is not None and not existing.is_dir() else None
 
 
 def _writable_folder(folder: Path, flag: str) -> None:
     """Create ``folder`` if needed and prove a new file can be made in it."""
-    existing = next((p for p in (folder, *folder.parents) if p.exists() or p.is_symlink()), None)
-    if existing is not None and not existing.is_dir():
-        raise InputError(f"{flag}: {existing} is not a folder, so nothing can be written under it; "
-                         "give a path inside a folder")
+    existing = not_a_folder(folder)
+    if existing is not None:
+        raise InputError(f"{flag}: {existing} is {kind_of(existing.lstat().st_mode)}, not a folder, so nothing can be "
+                         "written under it; give a path inside a folder")
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=".headwatch-write-test-", dir=folder)
@@ -153,7 +167,7 @@ def check_output_file(raw: str | os.PathLike, flag: str) -> Path | None:
     if path.exists():
         mode = path.stat().st_mode
         if not stat.S_ISREG(mode):
-            raise InputError(f"{flag}: {path} exists and is {_kind(mode)}, not a regular file; give a new file "
+            raise InputError(f"{flag}: {path} exists and is {kind_of(mode)}, not a regular file; give a new file "
                              "name (or '-' for stdout)")
     _writable_folder(path.parent if str(path.parent) else Path("."), flag)
     return path
@@ -166,7 +180,7 @@ def check_output_dir(raw: str | os.PathLike, flag: str) -> Path:
         raise InputError(f"{flag}: got an empty path; give a folder")
     path = Path(text).expanduser()
     if path.exists() and not path.is_dir():
-        raise InputError(f"{flag}: {path} exists and is {_kind(path.stat().st_mode)}, not a folder; give a folder")
+        raise InputError(f"{flag}: {path} exists and is {kind_of(path.stat().st_mode)}, not a folder; give a folder")
     _writable_folder(path, flag)
     return path
 
@@ -185,7 +199,7 @@ def check_folder(raw: str | os.PathLike, what: str) -> Path:
     except OSError as e:
         raise UnreadableFile(f"{what} {path}: {_os_reason(e)}; give a folder") from None
     if not stat.S_ISDIR(st.st_mode):
-        raise InputError(f"{what} {path} is {_kind(st.st_mode) if not stat.S_ISREG(st.st_mode) else 'a regular file'}, "
+        raise InputError(f"{what} {path} is {kind_of(st.st_mode)}, "
                          "not a folder; give a folder (it is created if missing)")
     return path
 
@@ -244,7 +258,7 @@ def open_regular(path: str | os.PathLike, what: str, limit: int | None = None):
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise UnreadableFile(f"{what} {path} is {_kind(st.st_mode)}, not a regular file; headwatch reads "
+            raise UnreadableFile(f"{what} {path} is {kind_of(st.st_mode)}, not a regular file; headwatch reads "
                                  "only regular files here (replace it with the file it should be)")
         if limit is not None and st.st_size > limit:
             raise UnreadableFile(f"{what} {path} is {st.st_size:,} bytes, over the {limit:,}-byte bound for a "

@@ -245,9 +245,10 @@ class Selection:
         checked now rather than in every measurement."""
         if not self.needs_model:
             return
-        from headwatch.fixtures.cache import ensure_writable
+        from headwatch.fixtures.cache import MeasurementCache
 
-        ensure_writable(self.options.measurement_dir)
+        # writable, or an existing folder on a read-only mount: what it lacks is refused before it is measured
+        MeasurementCache(self.options.measurement_dir, read_only_ok=True)
         if self.options.device != "auto":
             from headwatch.fixtures.loading import pick_device
 

@@ -392,16 +392,21 @@ def check_settings_for_model(settings: Any, config: Any, what: str, name: Callab
     ``settings``: a ProbeSettings; ``config``: the model's config (a transformers config or the dict
     of its config.json). Called after reading config.json, before any weights.
     """
-    def get(key: str) -> Any:
-        return config.get(key) if isinstance(config, Mapping) else getattr(config, key, None)
+    def size(key: str) -> int | None:
+        """The config's ``key`` (None when it has none); a count a model cannot have is the config's fault."""
+        value = config.get(key) if isinstance(config, Mapping) else getattr(config, key, None)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise InputError(f"{what}: its config says {key} = {value!r}, which no model has (a whole number >= 1); "
+                             "the config.json is damaged or is not this model's: save it again with save_pretrained")
+        return value
 
-    vocab = get("vocab_size")
-    if isinstance(vocab, int) and settings.vocab_hi > vocab:
+    vocab = size("vocab_size")
+    if vocab is not None and settings.vocab_hi > vocab:
         raise InputError(
             f"{name('vocab_hi')}: got {settings.vocab_hi}, beyond {what}'s vocabulary of {vocab} ids; "
             f"allowed: <= {vocab}")
-    positions = get("max_position_embeddings")
-    if isinstance(positions, int) and settings.seq_len > positions:
+    positions = size("max_position_embeddings")
+    if positions is not None and settings.seq_len > positions:
         raise InputError(
             f"{name('seq_len')}: got {settings.seq_len}, beyond the {positions} positions {what} was built for "
             f"(max_position_embeddings); allowed: <= {positions}")

@@ -341,6 +341,27 @@ class RecordError(InputError):
     """A measurement record (a file, a cache entry, a reference folder's file) is malformed."""
 
 
+def refuse_mixed_geometry(records: list[MeasurementRecord], where: str) -> None:
+    """RecordError when one model's records do not all have the same heads (layers x heads).
+
+    A model keeps its heads across training (an organism grown part-way holds its later layers from
+    the start), so a record of other heads is another model's (a copy from elsewhere, a damaged
+    file); judged beside the others, its heads would enter the trajectories as if they were the model's.
+    """
+    by_shape: dict[tuple[int, int], list[str]] = {}
+    for r in records:
+        by_shape.setdefault((r.n_layers, r.n_heads), []).append(r.revision)
+    if len(by_shape) < 2:
+        return
+    usual = max(by_shape, key=lambda shape: len(by_shape[shape]))
+    odd = "; ".join(f"{', '.join(revs[:5])}{' ...' if len(revs) > 5 else ''} ({n_layers} x {n_heads})"
+                    for (n_layers, n_heads), revs in by_shape.items() if (n_layers, n_heads) != usual)
+    raise RecordError(
+        f"{where}: its records do not all have the same heads: {len(by_shape[usual])} have {usual[0]} layers x "
+        f"{usual[1]} heads, but not {odd}. A model keeps its heads across training: those records belong to "
+        "another model (or are damaged); remove them, or put them in that model's own folder")
+
+
 def loads_finite(text: str | bytes, where: str = "JSON text") -> Any:
     """``json.loads`` that refuses NaN and Infinity (ValueError) and nesting deeper than
     ``headwatch.files.MAX_JSON_DEPTH`` (UnreadableFile, a ValueError too)."""

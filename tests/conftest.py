@@ -213,6 +213,31 @@ def unwritable_dir(tmp_path):
         subprocess.run([chattr, "-i", str(folder)], capture_output=True)
 
 
+@pytest.fixture
+def read_only_tree():
+    """``make(root)``: no file can be created or removed anywhere under ``root`` any more (folders
+    0555 for an ordinary user; for root, which writes anywhere, every folder ``chattr +i``), as on a
+    read-only mount; undone after the test."""
+    done: list[Path] = []
+    chattr = shutil.which("chattr")
+
+    def make(root: Path) -> None:
+        folders = [root, *(p for p in root.rglob("*") if p.is_dir())]
+        for folder in folders:
+            if os.geteuid() != 0:
+                folder.chmod(0o555)
+            elif chattr is None or subprocess.run([chattr, "+i", str(folder)], capture_output=True).returncode != 0:
+                pytest.skip("running as root, and `chattr +i` (needed to make a folder root cannot write) is unavailable")
+            done.append(folder)
+
+    yield make
+    for folder in reversed(done):
+        if os.geteuid() != 0:
+            folder.chmod(0o755)
+        else:
+            subprocess.run([chattr, "-i", str(folder)], capture_output=True)
+
+
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
     """A tiny GPTNeoX saved as a local checkpoint folder (``.../run/step0``) for the CLI tests."""

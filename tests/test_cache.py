@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from headwatch.fixtures.cache import CacheKey, CacheNotWritable, CorruptEntryWar
 from headwatch.fixtures.panels import load_panel
 from headwatch.fixtures.provider import Provider, ProviderOptions
 from headwatch.probes.record import HEAD_CLASSES, PROBE_VERSION, MeasurementRecord, ProbeSettings
+from headwatch.validation import InputError
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -106,8 +108,51 @@ def test_cache_folder_not_writable(tmp_path):
         try:
             with pytest.raises(CacheNotWritable, match="not writable"):
                 MeasurementCache(ro)
+            # read_only_ok (the provider's): an existing folder is read; what it lacks is refused before it is computed
+            with pytest.raises(CacheNotWritable, match="not writable"):
+                MeasurementCache(ro, read_only_ok=True).get_or_compute(
+                    key(), lambda: pytest.fail("computed for a cache it cannot keep"))
         finally:
             ro.chmod(0o700)
+
+
+def test_a_complete_cache_on_a_read_only_mount_is_read_and_nothing_is_written(tmp_path, read_only_tree):
+    """Judging a complete cache needs no write (it was refused as "not writable"); a missing entry is
+    refused before it is computed, naming the cache, since its measurement could not be kept."""
+    root = tmp_path / "measurements"
+    MeasurementCache(root).get_or_compute(key(), record)
+    read_only_tree(root)
+    with pytest.raises(CacheNotWritable, match="not writable"):  # a writer (a training loop) is told now
+        MeasurementCache(root)
+    cache = MeasurementCache(root, read_only_ok=True)
+    hit = cache.get_or_compute(key(), lambda: pytest.fail("a cached entry was computed again"))
+    assert hit.status == "hit" and hit.record == record()
+    with pytest.raises(CacheNotWritable, match=r"org/m@step2 .* would be measured, but cache folder .* is not writable"):
+        cache.get_or_compute(key("step2"), lambda: pytest.fail("computed for a cache it cannot keep"))
+
+
+def test_a_corrupt_entry_is_named_by_the_read_only_lookup(tmp_path):
+    """The report's lookup (any identity, nothing moved) names an entry it cannot read; it is not
+    taken for a revision never measured."""
+    cache = MeasurementCache(tmp_path)
+    path = cache.write_entry(key(), record())
+    assert cache.find_loose(key(identity="other")) == (record(), [])
+    path.write_text("{ torn")
+    found, unreadable = cache.find_loose(key(identity="other"))
+    assert found is None and [p for p, _ in unreadable] == [path] and "JSONDecodeError" in unreadable[0][1]
+    with pytest.warns(CorruptEntryWarning, match=re.escape(str(path))):
+        assert cache.lookup_loose(key()) is None
+    assert path.read_text() == "{ torn"  # left in place: a read-only lookup moves nothing
+    assert cache.find_loose(key("step2")) == (None, [])  # another revision's entry is not this one's
+
+
+def test_a_file_where_an_entry_folder_should_be_is_named(tmp_path):
+    cache = MeasurementCache(tmp_path)
+    blocker = cache.path_for(key()).parent
+    blocker.write_text("x")
+    with pytest.raises(InputError, match=f"{re.escape(str(blocker))} is a regular file where a folder is needed"):
+        cache.get_or_compute(key(), record)
+    assert blocker.read_text() == "x"
 
 
 # ---- processes -----------------------------------------------------------------------------------

@@ -175,3 +175,59 @@ def test_headwatch_measure_allow_pickle(tmp_path, models, headwatch_cli):
     provenance = json.loads(out.read_text())["provenance"]
     assert provenance["weights_format"] == "pickle" and provenance["weight_files"] == ["pytorch_model.bin"]
     assert provenance["weights_hash"] == loading.weights_hash(models[0])
+
+
+def _damaged(kind: str, good: bytes) -> bytes:
+    """A pytorch_model.bin damaged as ``kind`` (the user's file: bad input, never an internal error)."""
+    import io
+
+    import torch
+
+    if kind == "empty":
+        return b""
+    if kind == "truncated":
+        return good[: len(good) // 2]
+    if kind == "not a pickle":
+        return b"\x80\x04pickle"
+    state = torch.load(io.BytesIO(good), weights_only=True)
+    buffer = io.BytesIO()
+    if kind == "a string for a tensor":
+        state[next(iter(state))] = "not a tensor"
+        torch.save(state, buffer)
+    elif kind == "a list":
+        torch.save(list(state.values()), buffer)
+    return buffer.getvalue()
+
+
+DAMAGED_PICKLES = {"empty": "empty file", "truncated": "cut short or damaged", "not a pickle": "not a PyTorch weights file",
+                   "a string for a tensor": "holds a str, not a tensor", "a list": "holds a list, not a state dict"}
+
+
+@pytest.mark.parametrize("kind", sorted(DAMAGED_PICKLES))
+def test_a_damaged_pickle_is_bad_input_naming_the_file(tmp_path, models, headwatch_cli, kind):
+    """With --allow-pickle, an empty, cut-short or garbled .bin, a string in place of a tensor and a
+    pickled list end in exit 2 naming the file and what is wrong (they were exit 3, or named neither)."""
+    folder = tmp_path / "run" / "step0"
+    folder.mkdir(parents=True)
+    for name, data in checkpoint_files(models[0], "pickle").items():
+        (folder / name).write_bytes(_damaged(kind, data) if name == "pytorch_model.bin" else data)
+    out = tmp_path / "r.json"
+    done = headwatch_cli("measure", "--model", folder, "--out", out, "--allow-pickle", *ARGS)
+    assert done.code == 2, done.err
+    assert "Traceback" not in done.err and "internal error" not in done.err
+    assert f"{folder / 'pytorch_model.bin'}:" in done.err and DAMAGED_PICKLES[kind] in done.err, done.err
+    assert not out.exists()
+
+
+def test_a_damaged_pickle_from_the_hub_is_named_after_the_download(hub, models):
+    """Weights resolved online are on disk only once from_pretrained has downloaded them: a load that
+    fails then is diagnosed on the downloaded file (here: a Hub-format cache, resolved as online)."""
+    import dataclasses
+
+    files = checkpoint_files(models[0], "pickle")
+    files["pytorch_model.bin"] = _damaged("a string for a tensor", files["pytorch_model.bin"])
+    snapshot(hub, "step9", files)
+    resolved = loading.resolve_revision(REPO, "step9", cache_dir=str(hub), allow_pickle=True)
+    online = dataclasses.replace(resolved, kind="hub", path=None)  # as resolve_revision returns it online
+    with pytest.raises(loading.preflight.CorruptWeightsError, match=r"pytorch_model\.bin: entry .* holds a str"):
+        loading.load_checkpoint(online, offline=True)

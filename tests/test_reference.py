@@ -75,10 +75,11 @@ def write_author_format(records: list[MeasurementRecord], folder: Path, prefix: 
 
 @pytest.fixture
 def author_dir(tmp_path) -> Path:
-    """Both published models written back in the author's format (OLMo's ablation on 'main')."""
-    write_author_format(reader.load_published(PYTHIA), tmp_path / "pythia", "pythia1b")
-    write_author_format(reader.load_published(OLMO), tmp_path / "olmo", "olmo", ablation_revision="main")
-    return tmp_path
+    """Both published models written back in the author's format (OLMo's ablation on 'main'), in
+    ``tmp_path/author`` (a converted copy goes beside it, never inside)."""
+    write_author_format(reader.load_published(PYTHIA), tmp_path / "author" / "pythia", "pythia1b")
+    write_author_format(reader.load_published(OLMO), tmp_path / "author" / "olmo", "olmo", ablation_revision="main")
+    return tmp_path / "author"
 
 
 def _same_numbers(a: MeasurementRecord, b: MeasurementRecord) -> None:
@@ -288,3 +289,208 @@ def test_the_record_validator_is_driven_by_the_fields():
     for bad in ({"lo": "x"}, {"lo": -1.0}, {"lo": float("nan")}, [1.0]):
         with pytest.raises(InputError, match=r"r\.interval"):
             from_data(WithInterval, {**good, "interval": bad}, "r")
+
+
+# ---- the converter never touches what it did not create; every read is bounded ---------------------
+
+
+def tree_state(root: Path) -> dict[str, tuple]:
+    """Every entry under ``root`` (links not followed): its kind and, for a regular file, its size and bytes' hash;
+    for a link, its target. Two equal states mean nothing under ``root`` was written, removed or replaced."""
+    import hashlib
+    import os
+    import stat as st
+
+    state: dict[str, tuple] = {}
+    for folder, dirs, files in os.walk(root):
+        for name in dirs + files:
+            p = Path(folder, name)
+            mode = p.lstat().st_mode
+            if st.S_ISLNK(mode):
+                state[str(p.relative_to(root))] = ("link", os.readlink(p))
+            elif st.S_ISREG(mode):  # a planted 3 GB sparse file: its size and times stand for its bytes
+                info = p.stat()
+                digest = hashlib.sha256(p.read_bytes()).hexdigest() if info.st_size < 1 << 26 else info.st_mtime_ns
+                state[str(p.relative_to(root))] = ("file", info.st_size, digest)
+            else:
+                state[str(p.relative_to(root))] = ("dir" if st.S_ISDIR(mode) else "other",)
+    return state
+
+
+@pytest.fixture
+def workspace(author_dir, tmp_path) -> Path:
+    """The author's files in ``tmp_path/author`` beside a user's own files (``mine/``, ``notes.txt``),
+    which no conversion may touch."""
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "results.json").write_text('{"keep": true}')
+    (tmp_path / "notes.txt").write_text("a user's notes")
+    return tmp_path
+
+
+def refused(args: list, capsys, *says: str) -> str:
+    """``convert_reference.py convert ARGS``: exit 2, no traceback, a message holding each of ``says``."""
+    import signal
+
+    def hung(*_):
+        raise AssertionError("the converter hung")
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(60)  # a FIFO or an endless device must be named, not waited on
+    try:
+        code = R.main(["convert", *map(str, args)])
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err and err.startswith("error: "), err
+    for s in says:
+        assert s in err, err
+    return err
+
+
+def _screens(author_dir: Path, model: str = "pythia1b") -> list[Path]:
+    return sorted(author_dir.rglob(f"{model}_mechinterp_*.json"))
+
+
+@pytest.mark.parametrize("name", ["..", ".", "../..", "/tmp/x", "EleutherAI/../..", "a\\b", "org/name/more", ""])
+def test_a_model_name_with_path_parts_is_refused_and_nothing_is_touched(workspace, author_dir, capsys, name):
+    """``"model": ".."`` once removed DEST's parent and everything in it; ``"."`` emptied DEST."""
+    R.convert(author_dir, workspace / "earlier")  # an earlier converted copy is in danger too
+    for p in _screens(author_dir):
+        _edit(p, lambda j: j.update(model=name))
+    dest = workspace / "out"
+    before = tree_state(workspace)
+    for target in (dest, workspace / "earlier"):
+        refused([author_dir, target], capsys, "model", "leave the destination")
+    assert tree_state(workspace) == before
+
+
+@pytest.mark.parametrize("revision", ["../../../x", "..", ".", "/tmp/evil", "sub/step1", "step1\\..\\x", ""])
+def test_a_revision_name_with_path_parts_is_refused_and_nothing_is_written_outside(workspace, author_dir, capsys, revision):
+    _edit(_screens(author_dir)[0], lambda j: j.update(revision=revision))
+    before = tree_state(workspace)
+    refused([author_dir, workspace / "out"], capsys, "revision", "leave the destination")
+    assert tree_state(workspace) == before
+
+
+@pytest.mark.parametrize("where", ["SRC itself", "inside SRC", "holds SRC"])
+def test_a_destination_that_is_inside_or_holds_the_source_is_refused(workspace, author_dir, capsys, where):
+    """``convert SRC SRC`` once deleted the sources."""
+    dest = {"SRC itself": author_dir, "inside SRC": author_dir / "pythia" / "out", "holds SRC": workspace}[where]
+    before = tree_state(workspace)
+    refused([author_dir, dest], capsys, where)
+    refused([author_dir / "pythia" / ".." / "pythia" / "..", dest], capsys, where)  # the same, spelled otherwise
+    assert tree_state(workspace) == before
+
+
+def test_a_destination_that_is_not_a_folder_the_converter_may_replace_is_refused(workspace, author_dir, capsys):
+    import os
+
+    (workspace / "afile").write_text("x")
+    os.mkfifo(workspace / "fifo")
+    os.symlink(workspace / "mine", workspace / "link")
+    before = tree_state(workspace)
+    refused([author_dir, workspace / "afile"], capsys, "afile", "a regular file, not a folder")
+    refused([author_dir, workspace / "fifo"], capsys, "a FIFO, not a folder")
+    refused([author_dir, workspace / "link"], capsys, "is a symlink")
+    refused([author_dir, workspace / "mine"], capsys, "holds files the converter did not write")
+    refused([author_dir, workspace / "afile" / "out"], capsys, "afile")  # a file where a folder must be
+    assert tree_state(workspace) == before
+
+
+def test_an_earlier_converted_copy_is_replaced_whole_and_never_loses_a_model(workspace, author_dir, capsys):
+    dest = workspace / "out"
+    R.convert(author_dir, dest)
+    stale = dest / "EleutherAI--pythia-1b" / "step999.json"  # a revision dropped from the source since
+    stale.write_text((dest / "EleutherAI--pythia-1b" / "step1.json").read_text())
+    R.convert(author_dir, dest)
+    assert not stale.exists() and (dest / "PROVENANCE.md").is_file()
+    assert sorted(p.name for p in workspace.iterdir()) == ["author", "mine", "notes.txt", "out"]  # no temporaries
+
+    shutil.rmtree(author_dir / "olmo")  # the source no longer holds OLMo: the copy's OLMo would be lost
+    before = tree_state(workspace)
+    refused([author_dir, dest], capsys, "allenai--OLMo-1B-0724-hf", "would drop them")
+    assert tree_state(workspace) == before
+
+
+def test_a_failure_while_writing_leaves_the_destination_as_it_was(workspace, author_dir, capsys, monkeypatch):
+    import errno
+    import os
+
+    dest = workspace / "out"
+    R.convert(author_dir, dest)
+    before = tree_state(workspace)
+    calls = []
+
+    def disk_full(self, path):
+        calls.append(path)
+        if len(calls) > 3:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text("{}")
+
+    monkeypatch.setattr(MeasurementRecord, "to_json", disk_full)
+    refused([author_dir, dest], capsys, "No space left", "write somewhere else")
+    assert tree_state(workspace) == before  # the earlier copy whole, the temporary folder gone
+
+
+def test_two_models_that_would_share_a_folder_are_refused(workspace, author_dir, capsys):
+    for p in _screens(author_dir, "olmo"):
+        _edit(p, lambda j: j.update(model="EleutherAI--pythia-1b"))
+    _edit(_one(author_dir, "olmo_phase1_trajectory.json"), lambda j: j.update(model="EleutherAI--pythia-1b"))
+    _edit(_one(author_dir, "olmo_ablation_k45.json"), lambda j: j.update(model="EleutherAI--pythia-1b"))
+    before = tree_state(workspace)
+    refused([author_dir, workspace / "out"], capsys, "would both be written to the folder")
+    assert tree_state(workspace) == before
+
+
+def _plant(kind: str, path: Path) -> None:
+    import os
+
+    path.unlink(missing_ok=True)
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "/dev/zero":
+        os.symlink("/dev/zero", path)
+    elif kind == "3 GB":
+        with open(path, "wb") as f:
+            f.truncate(3 << 30)  # sparse: takes no disk
+    elif kind == "deep":
+        path.write_text('{"model": ' + "[" * 50000 + "]" * 50000 + "}")
+    elif kind == "not utf-8":
+        path.write_bytes(b'{"model": "caf\xe9"}')
+    elif kind == "loop":
+        os.symlink(path.with_name("other.json"), path)
+        os.symlink(path, path.with_name("other.json"))
+    elif kind == "dangling":
+        os.symlink(path.with_name("gone.json"), path)
+    elif kind == "folder":
+        path.mkdir()
+        (path / "x_mechinterp_step1.json").write_text("{}")
+
+
+READS = {"fifo": "a FIFO", "/dev/zero": "a character device", "3 GB": "over the", "deep": "levels deep",
+         "not utf-8": "not UTF-8", "loop": "symlink loop", "dangling": "no such file", "folder": "missing key"}
+
+
+@pytest.mark.parametrize("kind", sorted(READS))
+def test_every_read_is_bounded_and_named(workspace, author_dir, capsys, kind):
+    """A FIFO is named (not waited on), /dev/zero and a 3 GB file are not read, deep JSON is not parsed."""
+    target = _screens(author_dir)[2]
+    _plant(kind, target)
+    before = tree_state(workspace)
+    refused([author_dir, workspace / "out"], capsys, READS[kind])
+    assert tree_state(workspace) == before
+
+
+def test_folders_nested_without_end_are_refused_and_links_to_folders_not_followed(workspace, author_dir, capsys):
+    import os
+
+    os.symlink(author_dir, author_dir / "pythia" / "loop")  # followed, it would never end
+    R.convert(author_dir, workspace / "out")
+    deep = author_dir.joinpath(*["d"] * (R.MAX_FOLDER_DEPTH + 1))
+    deep.mkdir(parents=True)
+    before = tree_state(workspace)
+    refused([author_dir, workspace / "out2"], capsys, "nest more than")
+    assert tree_state(workspace) == before

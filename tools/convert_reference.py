@@ -20,22 +20,46 @@ The author (repository ``skydancerosel/spectral-probe-circuits``) released three
 :func:`import_reference` turns any folder holding files in that format into one sorted list of
 :class:`~headwatch.probes.record.MeasurementRecord` per model (repo id); :func:`convert` writes them
 as the project's JSON under DEST with a PROVENANCE.md beside them.
+
+What it never does: remove or write anything outside a folder it creates. The copy is written into
+a new temporary folder beside DEST and renamed into place; DEST must be new, empty or an earlier
+converted copy (replaced whole, unless it holds a model SRC lacks), never SRC, inside SRC or holding
+it, a file or a symlink. A ``model`` or revision name that is not a plain name (``..``, ``.``, a
+separator, an absolute path) is refused, since it names a folder or file of the copy. Every file is
+read through :mod:`headwatch.files`' bounded reader (a FIFO, a device, a file over 64 MB, text that is
+not UTF-8 or JSON nested too deep is named), links to folders are not followed, and folders may nest
+32 deep. Refusals exit 2 with a message naming the file or folder.
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import fnmatch
 import hashlib
 import json
 import math
+import os
 import re
 import shutil
+import stat
 import sys
-from collections.abc import Mapping, Sequence
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from headwatch.files import (
+    MAX_BYTES,
+    UnreadableFile,
+    honour_umask,
+    inside,
+    kind_of,
+    not_a_folder,
+    parse_json,
+    read_bounded,
+    write_atomic,
+)
 from headwatch.fixtures import reference as reader
 from headwatch.fixtures.panels import tokens_from_name
 from headwatch.fixtures.reference import model_slug
@@ -48,6 +72,7 @@ from headwatch.probes.record import (
     head_key,
     parse_head_key,
 )
+from headwatch.validation import InputError, input_error_from
 
 #: Tokens per optimizer step of every Pythia model (batch 1024 x sequence 2048).
 PYTHIA_TOKENS_PER_STEP = 2_097_152
@@ -107,15 +132,45 @@ def tokens_from_revision(model: str, revision: str) -> float | None:
 # ---- reading the author's files ---------------------------------------------------------------
 
 
-def _load_json(path: Path) -> dict[str, Any]:
+#: The largest author's file the converter reads (theirs are at most a few hundred KB).
+MAX_SOURCE_BYTES = MAX_BYTES["record"]
+#: How deep folders may nest under SRC (the author's layout nests three deep).
+MAX_FOLDER_DEPTH = 32
+#: A repository id (``org/name``) or a revision name: letters, digits, ``_``, ``-``, ``.`` and ``+``,
+#: not starting with a dot; the converter names folders and files after them, so ``..``, ``.``, a
+#: separator or an absolute path (which would leave DEST) never match.
+_NAME_PART = r"[\w][\w.+-]*"
+_MODEL_NAME = re.compile(rf"{_NAME_PART}(/{_NAME_PART})?")
+_REVISION_NAME = re.compile(_NAME_PART)
+
+
+def _load_json(path: Path) -> tuple[dict[str, Any], str]:
+    """The JSON object in ``path`` and the sha256 of its bytes, read once through the package's bounded
+    reader: a FIFO, a device, a file over :data:`MAX_SOURCE_BYTES`, text that is not UTF-8 or JSON nested
+    deeper than any result file is named, never waited on or parsed."""
     try:
-        with open(path, encoding="utf-8") as f:
-            obj = json.load(f)
+        data = read_bounded(path, "reference file", MAX_SOURCE_BYTES)
+        obj = parse_json(data.decode("utf-8"), str(path), finite=False)
+    except UnreadableFile as e:
+        raise ReferenceFormatError(str(e)) from None
+    except UnicodeDecodeError as e:
+        raise ReferenceFormatError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start}); the author's files "
+                                   "are UTF-8 JSON") from None
     except json.JSONDecodeError as e:
         raise ReferenceFormatError(f"{path}: not valid JSON ({e})") from None
     if not isinstance(obj, dict):
         raise ReferenceFormatError(f"{path}: expected a JSON object at the top level, got {type(obj).__name__}")
-    return obj
+    return obj, hashlib.sha256(data).hexdigest()
+
+
+def _name(value: str, pattern: re.Pattern[str], what: str, example: str, path: Path) -> str:
+    """``value`` when it can name a folder or file inside DEST; ReferenceFormatError otherwise."""
+    if not pattern.fullmatch(value):
+        raise ReferenceFormatError(
+            f"{path}: {what} {value[:80]!r} cannot name a file of the converted copy: it must be like {example!r} "
+            "(letters, digits, '_', '-', '.', '+'; no '..', '.', separators or absolute paths, which would "
+            "leave the destination folder)")
+    return value
 
 
 def _require(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], path: Path) -> Any:
@@ -139,6 +194,7 @@ class ScreenFile:
     """One ``*_mechinterp_<revision>.json``."""
 
     path: Path
+    sha256: str
     model: str
     revision: str
     n_examples: int
@@ -154,6 +210,7 @@ class TrajectoryFile:
     """One ``*_phase1_trajectory.json``: PR of every head at every listed revision."""
 
     path: Path
+    sha256: str
     model: str
     revisions: list[str]
     tokens_b: list[float] | None
@@ -170,6 +227,7 @@ class AblationFile:
     """One ``*_ablation*.json``: group ablations on one revision."""
 
     path: Path
+    sha256: str
     model: str
     revision: str
     n_examples: int | None
@@ -179,9 +237,9 @@ class AblationFile:
 
 def read_screen(path: Path) -> ScreenFile:
     """Parse and validate a per-revision screen."""
-    d = _load_json(path)
-    model = _require(d, "model", str, path)
-    revision = _require(d, "revision", str, path)
+    d, sha = _load_json(path)
+    model = _name(_require(d, "model", str, path), _MODEL_NAME, "model", "EleutherAI/pythia-1b", path)
+    revision = _name(_require(d, "revision", str, path), _REVISION_NAME, "revision", "step3000", path)
     table = _require(d, "all_head_selectivity", dict, path)
     if not table:
         raise ReferenceFormatError(f"{path}: 'all_head_selectivity' is empty")
@@ -208,6 +266,7 @@ def read_screen(path: Path) -> ScreenFile:
         )
     return ScreenFile(
         path=path,
+        sha256=sha,
         model=model,
         revision=revision,
         n_examples=int(_require(d, "n_examples", int, path)),
@@ -221,7 +280,7 @@ def read_screen(path: Path) -> ScreenFile:
 
 def read_trajectory(path: Path) -> TrajectoryFile:
     """Parse and validate a PR trajectory; every head needs one PR per listed revision."""
-    d = _load_json(path)
+    d, sha = _load_json(path)
     model = _require(d, "model", str, path)
     revisions = _require(d, "revisions", list, path)
     if not revisions or not all(isinstance(r, str) for r in revisions):
@@ -250,6 +309,7 @@ def read_trajectory(path: Path) -> TrajectoryFile:
         pr[key] = [_finite(v, f"PR of {key}", path) for v in values]
     return TrajectoryFile(
         path=path,
+        sha256=sha,
         model=model,
         revisions=list(revisions),
         tokens_b=tokens_b,
@@ -264,7 +324,7 @@ def read_trajectory(path: Path) -> TrajectoryFile:
 
 def read_ablation(path: Path) -> AblationFile:
     """Parse and validate a group-ablation file."""
-    d = _load_json(path)
+    d, sha = _load_json(path)
     results = _require(d, "results", list, path)
     for i, r in enumerate(results):
         if not isinstance(r, dict):
@@ -278,6 +338,7 @@ def read_ablation(path: Path) -> AblationFile:
         raise ReferenceFormatError(f"{path}: no 'baseline' entry among the results")
     return AblationFile(
         path=path,
+        sha256=sha,
         model=_require(d, "model", str, path),
         revision=_require(d, "revision", str, path),
         n_examples=d.get("n_examples"),
@@ -333,17 +394,37 @@ class SourceInfo:
 AUTHOR_SOURCE = SourceInfo(AUTHOR_REPOSITORY, dict(AUTHOR_COMMITS_BY_PREFIX), PAPER)
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _file_note(path: Path, root: Path, source: SourceInfo) -> dict[str, Any]:
-    rel = path.relative_to(root).as_posix()
-    note: dict[str, Any] = {"path": rel, "sha256": _sha256(path)}
+def _file_note(source_file: ScreenFile | TrajectoryFile | AblationFile, root: Path, source: SourceInfo) -> dict[str, Any]:
+    rel = source_file.path.relative_to(root).as_posix()
+    note: dict[str, Any] = {"path": rel, "sha256": source_file.sha256}
     commit = source.commit_of(rel)
     if commit:
         note["commit"] = commit
     return note
+
+
+def _walk(root: Path) -> Iterator[Path]:
+    """Every entry under ``root`` that is not a folder (files, links to files, FIFOs: the reader names
+    what they are), without following links to folders (a link loop never ends) and at most
+    :data:`MAX_FOLDER_DEPTH` folders deep."""
+    stack = [(root, 0)]
+    while stack:
+        folder, depth = stack.pop()
+        try:
+            with os.scandir(folder) as entries:
+                found = list(entries)
+        except OSError as e:
+            problem = input_error_from(e, f"reading the folder {folder}")
+            raise ReferenceFormatError(str(problem) if problem else f"{folder}: cannot be read ({e})") from None
+        for entry in found:
+            if entry.is_dir(follow_symlinks=False):
+                if depth + 1 > MAX_FOLDER_DEPTH:
+                    raise ReferenceFormatError(
+                        f"{entry.path}: folders nest more than {MAX_FOLDER_DEPTH} deep under {root}; the author's "
+                        "folders nest a few levels: give the folder that holds their files")
+                stack.append((Path(entry.path), depth + 1))
+            elif not (entry.is_symlink() and os.path.isdir(entry.path)):  # links to folders are not followed
+                yield Path(entry.path)
 
 
 def discover(src: str | Path) -> tuple[list[Path], list[Path], list[Path]]:
@@ -351,9 +432,12 @@ def discover(src: str | Path) -> tuple[list[Path], list[Path], list[Path]]:
     root = Path(src)
     if not root.is_dir():
         raise ReferenceFormatError(f"reference folder {root} does not exist or is not a folder")
-    screens = sorted(root.rglob("*_mechinterp_*.json"))
-    trajectories = sorted(root.rglob("*_phase1_trajectory.json"))
-    ablations = sorted(root.rglob("*_ablation*.json"))
+    files = sorted(_walk(root))
+
+    def named(pattern: str) -> list[Path]:
+        return [p for p in files if fnmatch.fnmatchcase(p.name, pattern)]
+
+    screens, trajectories, ablations = named("*_mechinterp_*.json"), named("*_phase1_trajectory.json"), named("*_ablation*.json")
     if not screens:
         raise ReferenceFormatError(
             f"no per-revision screens (*_mechinterp_*.json) under {root}: not a folder in the "
@@ -460,7 +544,7 @@ def _model_records(
         provenance: dict[str, Any] = {
             "source": "published",
             "tokens_seen_rule": tokens_rule,
-            "screen_file": _file_note(s.path, root, source),
+            "screen_file": _file_note(s, root, source),
             "screen_dtype": "not stated in the file (docs/SPEC.md §2: fp32, eager attention)",
         }
         if source.repository:
@@ -468,7 +552,7 @@ def _model_records(
         if source.paper:
             provenance["paper"] = source.paper
         if trajectory is not None:
-            provenance["pr_file"] = _file_note(trajectory.path, root, source)
+            provenance["pr_file"] = _file_note(trajectory, root, source)
             provenance["pr_dtype"] = trajectory.dtype
             provenance["pr_n_examples"] = trajectory.n_examples
             if revision not in traj_index:
@@ -513,7 +597,7 @@ def _attach_ablation(
     records: list[MeasurementRecord], ablation: AblationFile, root: Path, source: SourceInfo
 ) -> None:
     by_rev = {r.revision: r for r in records}
-    note = _file_note(ablation.path, root, source)
+    note = _file_note(ablation, root, source)
     if ablation.revision in by_rev:
         target = by_rev[ablation.revision]
     elif ablation.revision == "main":
@@ -552,28 +636,154 @@ def _attach_ablation(
 # ---- the converted copy in the repository -----------------------------------------------------
 
 
+#: The first line of the PROVENANCE.md the converter writes: how it knows a folder as its own output.
+PROVENANCE_TITLE = "# Provenance of these measurement records"
+
+
 def write_records(records_by_model: Mapping[str, Sequence[MeasurementRecord]], dest: str | Path) -> list[Path]:
-    """One JSON per (model, revision) under ``dest/<org--name>/<revision>.json``; returns the paths."""
+    """One JSON per (model, revision) under ``dest/<org--name>/<revision>.json``; returns the paths.
+
+    ``dest`` is a folder :func:`convert` has just created (nothing else is in it); every name is
+    checked to stay inside it, and two models that would share a folder are refused."""
     dest = Path(dest)
     written = []
+    slugs: dict[str, str] = {}
     for model, records in records_by_model.items():
-        folder = dest / model_slug(model)
-        if folder.exists():
-            shutil.rmtree(folder)  # a revision dropped from the source must not linger
+        slug = model_slug(model)
+        if slug in slugs:
+            raise ReferenceFormatError(f"models {slugs[slug]!r} and {model!r} would both be written to the folder "
+                                       f"{slug!r}: rename one of them in its files")
+        slugs[slug] = model
+        folder = inside(dest, slug, "the folder of model")
         for r in records:
-            path = folder / f"{r.revision}.json"
+            path = inside(folder, f"{r.revision}.json", "the record of revision")
             r.to_json(path)
             written.append(path)
     return written
 
 
+def _kind(path: Path) -> str:
+    """What is at ``path`` (which exists or is a link), for messages."""
+    return kind_of(path.lstat().st_mode)
+
+
+def _previous_copy(dest: Path) -> set[str] | None:
+    """The model folders of ``dest`` when it is empty (an empty set) or the converter's own earlier
+    output: a PROVENANCE.md it wrote, and only folders of ``*.json`` regular files beside it. None
+    otherwise: then ``dest`` holds something else, which the converter never replaces."""
+    entries = list(dest.iterdir())
+    if not entries:
+        return set()
+    provenance = dest / "PROVENANCE.md"
+    try:
+        first = read_bounded(provenance, "PROVENANCE.md", 1 << 20).split(b"\n", 1)[0].decode("utf-8", "replace")
+    except InputError:
+        return None
+    if first.strip() != PROVENANCE_TITLE:
+        return None
+    models = set()
+    for entry in entries:
+        if entry == provenance:
+            continue
+        if entry.is_symlink() or not entry.is_dir():
+            return None
+        for f in entry.iterdir():
+            if f.is_symlink() or not f.is_file() or f.suffix != ".json":
+                return None
+        models.add(entry.name)
+    return models
+
+
+def check_places(src: str | Path, dest: str | Path) -> tuple[Path, Path]:
+    """(SRC, DEST) made absolute, once both are fit to convert from and into; InputError otherwise.
+
+    SRC must be a folder. DEST must not be SRC, inside it, or hold it (the converted copy would mix
+    with, or replace, the files it is made from), must not be a symlink, a file or anything but a
+    folder, and where it exists it must be empty or an earlier output of this converter (which
+    :func:`convert` replaces as a whole; anything else there is never touched)."""
+    if not str(src).strip() or not str(dest).strip():
+        raise InputError("SRC and DEST must both be folder names (got an empty one)")
+    source = Path(src).expanduser()
+    if not source.is_dir():
+        what = "does not exist" if not (source.exists() or source.is_symlink()) else f"is {_kind(source)}, not a folder"
+        raise ReferenceFormatError(f"reference folder {source} {what}; give the folder holding the author's files")
+    target = Path(dest).expanduser()
+    src_real, dest_real = source.resolve(), target.resolve()
+    if dest_real == src_real or src_real in dest_real.parents:
+        raise InputError(f"DEST {target} is {'SRC itself' if dest_real == src_real else 'inside SRC'} ({source}); "
+                         "the converted copy must go to a folder outside the author's files, e.g. fixtures/published")
+    if dest_real in src_real.parents:
+        raise InputError(f"DEST {target} holds SRC ({source}); converting into it would replace the author's files: "
+                         "give a folder outside them, e.g. a new folder beside SRC")
+    if target.is_symlink():
+        raise InputError(f"DEST {target} is a symlink; the converter replaces DEST as a whole and would replace the "
+                         f"link: give the real path ({dest_real})")
+    blocker = not_a_folder(target.parent)
+    if blocker is not None:
+        raise InputError(f"DEST {target} cannot be created: {blocker} is {_kind(blocker)}, not a folder; give a "
+                         "path through folders")
+    if target.exists():
+        if not target.is_dir():
+            raise InputError(f"DEST {target} exists and is {_kind(target)}, not a folder; give a new folder, or an "
+                             "earlier converted copy to regenerate")
+        if _previous_copy(target) is None:
+            raise InputError(f"DEST {target} is a folder that holds files the converter did not write (it is not "
+                             "empty, and not an earlier converted copy with its PROVENANCE.md); the converter never "
+                             "replaces such a folder: give a new folder")
+    return source.absolute(), target.absolute()
+
+
+def _swap_in(staging: Path, dest: Path) -> None:
+    """Put the finished ``staging`` folder at ``dest``: a rename when ``dest`` is new; else the earlier
+    converted copy is renamed aside, the new one renamed in, and the old one removed once it is shown
+    again to be only the converter's own output (it is put back if the second rename fails)."""
+    if not dest.exists():
+        os.rename(staging, dest)
+        return
+    aside = Path(tempfile.mkdtemp(prefix=f".{dest.name}.previous-", dir=dest.parent))
+    os.rename(dest, aside)  # onto the empty folder mkdtemp made
+    try:
+        os.rename(staging, dest)
+    except BaseException:
+        os.rename(aside, dest)
+        raise
+    if _previous_copy(aside) is not None:
+        shutil.rmtree(aside)
+    else:  # something was added to it while converting: kept, and said
+        print(f"note: the earlier copy was left at {aside}: files were added to it while converting", file=sys.stderr)
+
+
 def convert(src: str | Path, dest: str | Path, source: SourceInfo | None = None) -> list[Path]:
-    """Import ``src`` and write it under ``dest`` with a PROVENANCE.md; returns the written paths."""
+    """Import ``src`` and write it as ``dest`` with a PROVENANCE.md; returns the written paths.
+
+    Nothing outside a folder the converter creates is written or removed: the copy is written into a
+    new temporary folder beside ``dest``, then renamed into place (:func:`check_places` says which
+    DEST it accepts; an earlier converted copy there is replaced as a whole). An earlier copy that
+    holds a model the source does not is refused, not dropped."""
     source = source or SourceInfo()
+    src, dest = check_places(src, dest)
     records = import_reference(src, source)
-    written = write_records(records, dest)
-    (Path(dest) / "PROVENANCE.md").write_text(provenance_markdown(src, records, source), encoding="utf-8")
-    return written
+    previous = _previous_copy(dest) if dest.exists() else set()
+    dropped = sorted((previous or set()) - {model_slug(m) for m in records})
+    if dropped:
+        raise InputError(f"DEST {dest} is a converted copy holding model(s) {', '.join(dropped)} that {src} does not; "
+                         "converting would drop them: give a new folder, or convert a source that holds them too")
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.converting-", dir=dest.parent))
+    except OSError as e:
+        raise input_error_from(e, f"creating a folder beside {dest}") or e from None
+    try:
+        written = write_records(records, staging)
+        write_atomic(staging / "PROVENANCE.md", provenance_markdown(src, records, source))
+        honour_umask(staging)  # mkdtemp made it 0700
+        _swap_in(staging, dest)
+    except BaseException as e:
+        shutil.rmtree(staging, ignore_errors=True)  # the converter's own temporary folder, nothing else
+        if isinstance(e, OSError) and input_error_from(e, f"writing {dest}") is not None:
+            raise input_error_from(e, f"writing {dest}") from None
+        raise
+    return [dest / p.relative_to(staging) for p in written]
 
 
 def provenance_markdown(
@@ -581,7 +791,7 @@ def provenance_markdown(
 ) -> str:
     """The PROVENANCE.md written beside a converted copy."""
     lines = [
-        "# Provenance of these measurement records",
+        PROVENANCE_TITLE,
         "",
         "Generated by `python tools/convert_reference.py convert SRC DEST`; do not edit",
         "by hand: rerun the command on the source folder to regenerate this folder byte for byte.",
@@ -593,7 +803,7 @@ def provenance_markdown(
         lines += [f"- Source repository: `{source.repository}`; commits by path (from the reference README):"]
         lines += [f"  - `{p}`: {c}" for p, c in sorted(source.commits_by_prefix.items())]
     lines += [
-        f"- Source folder at conversion: `{Path(src).name}` (the project's ../shared/reference); every record",
+        f"- Source folder at conversion: `{Path(src).resolve().name}` (the project's ../shared/reference); every record",
         "  names its source files with their sha256 under `provenance`.",
         "",
         "## What was converted, and how",
@@ -641,7 +851,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     c = sub.add_parser("convert", help="convert a folder of the author's files into measurement records")
     c.add_argument("src", help="folder in the author's format, e.g. ../shared/reference")
-    c.add_argument("dest", help="output folder, e.g. fixtures/published")
+    c.add_argument("dest", help="output folder, e.g. fixtures/published: a new folder, or an earlier converted copy "
+                                "(replaced whole); never inside SRC")
     c.add_argument(
         "--not-author-source",
         action="store_true",
@@ -650,8 +861,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         written = convert(args.src, args.dest, None if args.not_author_source else AUTHOR_SOURCE)
-    except ReferenceFormatError as e:
+    except InputError as e:  # ReferenceFormatError too: the user's files, folders or machine
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        problem = input_error_from(e)
+        if problem is None:
+            raise
+        print(f"error: {problem}", file=sys.stderr)
         return 2
     print(f"wrote {len(written)} records and PROVENANCE.md under {args.dest}")
     return 0

@@ -23,7 +23,8 @@ Outcomes: ``ok`` (correct behaviour), ``refused`` (a clear message naming what w
 traceback, the expected exit code), ``unclear`` (refused, but the message does not say what was
 wrong, says something that is not so, or the exit code is not the documented one), ``traceback`` (a
 traceback or INTERNALERROR), ``silent`` (the bad input was accepted: exit 0, a record written, or
-claims judged on it; or a wrong result). Not shipped; needs only the standard library (the
+claims judged on it; or a wrong result), ``lost`` (a file the command had no business touching was
+changed, removed or written: cases with ``keeps``). Not shipped; needs only the standard library (the
 checkout's venv does the work).
 """
 from __future__ import annotations
@@ -44,7 +45,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 TRACEBACK = ("Traceback (most recent call last)", "INTERNALERROR")
@@ -83,6 +84,12 @@ class Case:
     custom: Callable[["Case", Path, Path, dict], Result] | None = None  # runs the case itself
     #: A refusal must not say these (case-insensitive): a false line (jobs that do not exist) is "unclear".
     absent: tuple[str, ...] = ()
+    #: Data the command must not lose: when set, every file of the case's folder outside these globs
+    #: (relative to it) must be as it was before the command ran, and none may be added there;
+    #: otherwise the outcome is "lost".
+    keeps: tuple[str, ...] | None = None
+    #: A check that must hold whatever the outcome, a refusal too (no code ran, say): a problem is "silent".
+    holds: Callable[[Path, Result], str | None] | None = None
 
 
 # ---- shared inputs (built once with any headwatch venv) ---------------------------------------------
@@ -138,17 +145,55 @@ for name, key, value in (("nan-weights", "layers.0.attention.query_key_value.wei
 '''
 
 
+#: Pickle-only checkpoints (read with --allow-pickle) damaged in the ways a user's files are, and one
+#: that runs code when unpickled (it would create ``pickle-code-RAN`` in the working folder).
+PICKLES_SCRIPT = r'''
+import io, pathlib, sys
+from pathlib import Path
+import torch
+from safetensors.torch import load_file
+from headwatch.fixtures.tiny import tiny_model
+V = Path(sys.argv[1]) / "variants"
+m = tiny_model("gpt_neox", seed=0, attn_implementation="eager")
+def saved(obj):
+    buffer = io.BytesIO(); torch.save(obj, buffer); return buffer.getvalue()
+state = {k: v.clone().contiguous() for k, v in m.state_dict().items()}
+good = saved(state)
+with_string = dict(state); with_string[next(iter(with_string))] = "not a tensor"
+class RunsCode:
+    def __reduce__(self):
+        return pathlib.Path.touch, (pathlib.PosixPath("pickle-code-RAN"),)
+with_code = dict(state); with_code[next(iter(with_code))] = RunsCode()
+for name, data in (("pickle-empty", b""), ("pickle-truncated", good[: len(good) // 2]), ("pickle-string", saved(with_string)),
+                   ("pickle-list", saved(list(state.values()))), ("pickle-garbage", b"\x80\x04pickle"),
+                   ("pickle-code", saved(with_code)), ("pickle-good", good)):
+    d = V / name
+    m.save_pretrained(d)
+    (d / "model.safetensors").unlink()
+    (d / "pytorch_model.bin").write_bytes(data)
+(V / "pickles-ready").write_text("")
+'''
+
+
 def build_base(base: Path, python: str) -> None:
     """Tiny checkpoints (good and broken), a Hub-format cache and a reference copy under ``base``."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1",
            "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "testing")}  # headwatch_testing: the broken checkpoints
+    marker = base / ".hostile-inputs-base"  # what this tool made; it never removes anything else
     if not (base / "ready").exists():
-        shutil.rmtree(base, ignore_errors=True)
-        base.mkdir(parents=True)
+        if base.exists() and any(base.iterdir()) and not marker.exists():
+            raise SystemExit(f"{base} is a folder this tool did not make (it holds files and no {marker.name}); "
+                             "give a new folder for the shared inputs")
+        if marker.exists():  # a build cut short: start again
+            shutil.rmtree(base)
+        base.mkdir(parents=True, exist_ok=True)
+        marker.write_text("")
         subprocess.run([python, "-c", BASE_SCRIPT, str(base)], check=True, env=env)
         (base / "ready").write_text("")
     if not (base / "variants" / "faults-ready").exists():
         subprocess.run([python, "-c", FAULTS_SCRIPT, str(base)], check=True, env=env)
+    if not (base / "variants" / "pickles-ready").exists():
+        subprocess.run([python, "-c", PICKLES_SCRIPT, str(base)], check=True, env=env)
 
 
 # ---- helpers the cases use ----------------------------------------------------------------------------
@@ -669,7 +714,7 @@ def _cases() -> list[Case]:
     add(Case("x-failed-claim-exit", X, "a planted model whose F1 fails: `headwatch judge --reference-dir` (a finding, exit 1)", ["headwatch", "judge", "--reference-dir", "{ws}/ref"],
              expect="ok", exit=1, setup=reference_copy(edit_json("step143000.json", sel("L0_H1", "first-token", 500.0))),
              check=lambda ws, r: None if re.search(r"^\s*F1\s+fails\b", r.out, re.M | re.I) else "no failing F1 verdict", test=home("test_exit_codes_of_the_cli")))
-    return c + _fault_cases()
+    return c + _fault_cases() + _round5_cases()
 
 
 # ---- issue 26: exit classes, readers, names, panel contradictions, resource bombs, scale-out ------------
@@ -977,6 +1022,310 @@ def _fault_cases() -> list[Case]:
     return c
 
 
+# ==== issue 35 (round five): the converter, pickles, messages =====================================
+# Every case here names its covering test; the converter's cases also watch every file of their folder
+# (``keeps``): a file changed, removed or written that the command had no business touching is "lost".
+
+CV = "The converter of the author's files (`tools/convert_reference.py convert SRC DEST`)"
+PK = "Pickle weights read with `--allow-pickle`"
+MG = "Messages: a file for a folder, collisions, a BOM, impossible sizes, records that contradict"
+
+CONVERT = ["python", "{co}/tools/convert_reference.py", "convert"]
+PYTHIA = "EleutherAI--pythia-1b"
+#: The first line of a PROVENANCE.md the converter writes (how it knows its own earlier output).
+PROVENANCE_TITLE = "# Provenance of these measurement records"
+
+
+def author_copy(edit: Callable[[Path], None] | None = None):
+    """A setup writing Pythia's published records back in the author's format in ``{ws}/author`` (the
+    per-revision screens and the PR trajectory, whose ``ckpt_tokens_B`` tells the tokens of any
+    revision name), beside a user's own files (``{ws}/mine/results.json``, ``{ws}/notes.txt``) that no
+    conversion may touch; then ``edit(ws)``."""
+    def setup(ws: Path, base: Path) -> None:
+        author = ws / "author" / "per_revision_mechinterp"
+        author.mkdir(parents=True)
+        records = sorted((json.loads(p.read_text()) for p in (base / "published" / PYTHIA).glob("*.json")),
+                         key=lambda d: d["tokens_seen"])
+        for d in records:
+            (author / f"pythia1b_mechinterp_{d['revision']}.json").write_text(json.dumps({
+                "model": d["model"], "revision": d["revision"], "n_examples": 2000, "selectivity_threshold": 30.0,
+                "all_head_selectivity": d["all_head_selectivity"]}))
+        (ws / "author" / "pythia1b_phase1_trajectory.json").write_text(json.dumps({
+            "model": records[0]["model"], "revisions": [d["revision"] for d in records], "n_examples": 500,
+            "dtype": "fp16", "head_dim": records[0]["d_head"], "ckpt_tokens_B": [d["tokens_seen"] / 1e9 for d in records],
+            "pr": {h: [d["pr"][h] for d in records] for h in records[0]["pr"]}}))
+        (ws / "mine").mkdir()
+        (ws / "mine" / "results.json").write_text('{"keep": true}')
+        (ws / "notes.txt").write_text("a user's notes")
+        if edit:
+            edit(ws)
+    return setup
+
+
+def screens(ws: Path) -> list[Path]:
+    return sorted((ws / "author" / "per_revision_mechinterp").glob("*.json"))
+
+
+def _edit_json(path: Path, fn: Callable[[dict], None]) -> None:
+    d = json.loads(path.read_text())
+    fn(d)
+    path.write_text(json.dumps(d))
+
+
+def set_model(value: str):
+    """An edit naming the model ``value`` in every author's file (screens and trajectory alike)."""
+    def edit(ws: Path) -> None:
+        for p in [*screens(ws), ws / "author" / "pythia1b_phase1_trajectory.json"]:
+            _edit_json(p, lambda d: d.__setitem__("model", value))
+    return edit
+
+
+def rename_revision(old: str, new: str):
+    """An edit renaming revision ``old`` to ``new`` in its screen and in the trajectory (tokens known)."""
+    def edit(ws: Path) -> None:
+        _edit_json(ws / "author" / "per_revision_mechinterp" / f"pythia1b_mechinterp_{old}.json",
+                   lambda d: d.__setitem__("revision", new))
+        _edit_json(ws / "author" / "pythia1b_phase1_trajectory.json",
+                   lambda d: d.__setitem__("revisions", [new if r == old else r for r in d["revisions"]]))
+    return edit
+
+
+def earlier_copy(*models: str, folder: str = "earlier"):
+    """An edit leaving an earlier converted copy at ``{ws}/<folder>`` (a PROVENANCE.md the converter
+    writes, one model folder of records each)."""
+    def edit(ws: Path) -> None:
+        dest = ws / folder
+        dest.mkdir()
+        (dest / "PROVENANCE.md").write_text(PROVENANCE_TITLE + "\n\nan earlier conversion\n")
+        for m in models:
+            (dest / m).mkdir()
+            (dest / m / "step1.json").write_text('{"an": "earlier record"}')
+    return edit
+
+
+def plant_screen(kind: str):
+    """An edit putting ``kind`` (replace_with's FIFO, /dev/zero link, deep JSON; a 3 GB sparse file;
+    bytes that are not UTF-8) where one screen is."""
+    def edit(ws: Path) -> None:
+        target = screens(ws)[2]
+        if kind == "3gb":
+            target.unlink()
+            with open(target, "wb") as f:
+                f.truncate(3 << 30)  # sparse: takes no disk
+        elif kind == "latin-1":
+            target.write_bytes(b'{"model": "caf\xe9"}')
+        else:
+            replace_with(str(target.relative_to(ws)), kind)(ws, ws)
+    return edit
+
+
+def then_edit(*edits):
+    def edit(ws: Path) -> None:
+        for e in edits:
+            e(ws)
+    return edit
+
+
+def converted(dest: str, n: int = 10):
+    """An ok case's check: ``dest`` is a converted copy holding Pythia's ``n`` revisions."""
+    def check(ws: Path, res: Result) -> str | None:
+        folder = ws / dest
+        if not (folder / "PROVENANCE.md").is_file():
+            return f"no {dest}/PROVENANCE.md"
+        got = len(list((folder / PYTHIA).glob("*.json")))
+        return None if got == n else f"{dest}/{PYTHIA} holds {got} records, expected {n}"
+    return check
+
+
+def odd_geometry(folder: Path) -> None:
+    """Pythia's step256 record replaced by one of 500 layers x 100 heads (another model's, by its heads)."""
+    p = folder / "step256.json"
+    d = json.loads(p.read_text())
+    classes = next(iter(d["all_head_selectivity"].values()))
+    d.update(n_layers=500, n_heads=100, pr=None, intervals=None, sink=None,
+             all_head_selectivity={f"L{l}_H{h}": dict(classes) for l in range(500) for h in range(100)})
+    p.write_text(json.dumps(d))
+
+
+def negative_vocab(ws: Path, base: Path) -> None:
+    shutil.copytree(base / "run" / "step0", ws / "ck" / "step0")
+    config = json.loads((ws / "ck" / "step0" / "config.json").read_text())
+    config["vocab_size"] = -5
+    (ws / "ck" / "step0" / "config.json").write_text(json.dumps(config))
+    (ws / "p.toml").write_text(LOCAL_PANEL.replace("{base}/run", str(ws / "ck")).replace('["step0", "step100"]', '["step0"]'))
+
+
+def no_file(name: str, what: str):
+    def check(ws: Path, res: Result) -> str | None:
+        return f"{name} exists: {what}" if (ws / name).exists() else None
+    return check
+
+
+def _round5_cases() -> list[Case]:
+    c: list[Case] = []
+    add = c.append
+
+    # -- the converter: never touches what it did not create; every read bounded
+    def cv(id_, what, edit, dest="{ws}/out", says=(), test="test_a_model_name_with_path_parts_is_refused_and_nothing_is_touched",
+           src="{ws}/author", expect="refuse", keeps=(), check=None, **kw):
+        add(Case(id_, CV, what, CONVERT + [src, dest], expect=expect, exit=2 if expect == "refuse" else 0, says=says,
+                 test=home(test), setup=author_copy(edit), keeps=keeps, check=check, timeout=kw.pop("timeout", 90), **kw))
+    cv("cv-model-dotdot", "`\"model\": \"..\"`, converting into an earlier converted copy (it removed DEST's parent and everything in it)",
+       then_edit(earlier_copy(PYTHIA), set_model("..")), dest="{ws}/earlier", says=("'..'", "leave the destination"))
+    cv("cv-model-dot", "`\"model\": \".\"`, converting into an earlier converted copy (it emptied DEST)",
+       then_edit(earlier_copy(PYTHIA), set_model(".")), dest="{ws}/earlier", says=("'.'", "leave the destination"))
+    cv("cv-model-absolute", "`\"model\": \"/tmp/elsewhere\"`", set_model("/tmp/elsewhere"), says=("leave the destination",),
+       keeps=("out/*",))
+    cv("cv-revision-dotdot", "a revision named `../../../x` (it wrote outside DEST)", rename_revision("step1", "../../../x"),
+       dest="{ws}/a/b/out", says=("revision", "leave the destination"),
+       test="test_a_revision_name_with_path_parts_is_refused_and_nothing_is_written_outside")
+    dest_test = "test_a_destination_that_is_inside_or_holds_the_source_is_refused"
+    cv("cv-dest-is-src", "`convert SRC SRC` (it deleted the sources)", None, dest="{ws}/author", says=("SRC itself",), test=dest_test)
+    cv("cv-dest-inside-src", "DEST inside SRC", None, dest="{ws}/author/out", says=("inside SRC",), test=dest_test)
+    cv("cv-dest-holds-src", "DEST holding SRC (SRC's parent)", None, dest="{ws}", says=("holds SRC",), test=dest_test)
+    folder_test = "test_a_destination_that_is_not_a_folder_the_converter_may_replace_is_refused"
+    cv("cv-dest-file", "DEST a regular file", lambda ws: (ws / "afile").write_text("x"), dest="{ws}/afile",
+       says=("afile", "a regular file, not a folder"), test=folder_test)
+    cv("cv-dest-fifo", "DEST a FIFO", None, dest="{ws}/fifo", says=("a FIFO, not a folder",), test=folder_test)
+    cv("cv-dest-under-file", "DEST under a regular file (`afile/out`)", lambda ws: (ws / "afile").write_text("x"),
+       dest="{ws}/afile/out", says=("afile", "not a folder"), test=folder_test)
+    cv("cv-dest-symlink", "DEST a symlink to a folder", lambda ws: os.symlink(ws / "mine", ws / "linkdir"), dest="{ws}/linkdir",
+       says=("symlink",), test=folder_test)
+    cv("cv-dest-users-folder", "DEST a folder of the user's own files", None, dest="{ws}/mine", says=("did not write",),
+       test=folder_test)
+    cv("cv-dest-drops-model", "DEST an earlier converted copy holding a model the source lacks", earlier_copy(PYTHIA, "allenai--OLMo-1B-0724-hf"),
+       dest="{ws}/earlier", says=("allenai--OLMo-1B-0724-hf", "would drop"),
+       test="test_an_earlier_converted_copy_is_replaced_whole_and_never_loses_a_model")
+    cv("cv-regenerate", "DEST an earlier converted copy of the same model (replaced whole, nothing else touched)",
+       earlier_copy(PYTHIA), dest="{ws}/earlier", expect="ok", keeps=("earlier/*",), check=converted("earlier"),
+       test="test_an_earlier_converted_copy_is_replaced_whole_and_never_loses_a_model")
+    cv("cv-new-dest", "a new DEST beside the source", None, expect="ok", keeps=("out/*",), check=converted("out"),
+       test="test_convert_then_read_gives_the_imported_models")
+    read_test = "test_every_read_is_bounded_and_named"
+    for kind, what, says in (("fifo", "a FIFO named like a screen (it hung)", "FIFO"),
+                             ("zero", "a link to /dev/zero named like a screen", "character device"),
+                             ("3gb", "a 3 GB screen (sparse)", "over the"),
+                             ("deep", "a screen nested 20000 levels deep", "levels deep"),
+                             ("latin-1", "a screen that is not UTF-8", "not UTF-8"),
+                             ("loop", "a screen that is a symlink loop", "symlink loop")):
+        cv(f"cv-read-{kind}", what, plant_screen(kind), says=("pythia1b_mechinterp_", says), test=read_test)
+    cv("cv-folder-loop", "a link from inside SRC back to SRC (not followed: converted once)",
+       lambda ws: os.symlink(ws / "author", ws / "author" / "loop"), expect="ok", keeps=("out/*",), check=converted("out"),
+       test="test_folders_nested_without_end_are_refused_and_links_to_folders_not_followed")
+    cv("cv-folders-deep", "folders nested 40 deep under SRC",
+       lambda ws: (ws / "author").joinpath(*["d"] * 40).mkdir(parents=True), says=("nest more than",), keeps=("out/*",),
+       test="test_folders_nested_without_end_are_refused_and_links_to_folders_not_followed")
+    cv("cv-disk-full", "the file system of DEST fills up while converting (the earlier copy kept, no temporary left)",
+       None, dest="{ws}/full/out", says=("No space left", "write somewhere else"), custom=run_on_full_disk,
+       test="test_a_failure_while_writing_leaves_the_destination_as_it_was")
+
+    # -- pickles (--allow-pickle): the user's files, exit 2 naming the file and what is wrong
+    for variant, what, says in (("empty", "an empty pytorch_model.bin", "empty file"),
+                                ("truncated", "a pytorch_model.bin cut in half", "cut short or damaged"),
+                                ("string", "a string in place of a tensor", "holds a str, not a tensor"),
+                                ("list", "a pickled list of tensors", "holds a list, not a state dict"),
+                                ("garbage", "a pytorch_model.bin that is not a pickle torch reads", "not a PyTorch weights file")):
+        add(Case(f"pk-{variant}", PK, f"`--allow-pickle`: {what}",
+                 MEASURE + ["--model", "{base}/variants/pickle-" + variant, "--allow-pickle", "--out", "{ws}/o.json"],
+                 says=("pytorch_model.bin", says), absent=("internal error",), check=nothing_written("o.json"),
+                 test=home("test_a_damaged_pickle_is_bad_input_naming_the_file")))
+    add(Case("pk-runs-code", PK, "`--allow-pickle`: a pickle that runs code when unpickled (refused; nothing ran)",
+             MEASURE + ["--model", "{base}/variants/pickle-code", "--allow-pickle", "--out", "{ws}/o.json"],
+             says=("refused them", "Unsupported global"), holds=no_file("pickle-code-RAN", "the pickle's code ran"),
+             test=home("test_a_pickle_that_runs_code_is_refused_even_with_the_opt_in")))
+    add(Case("pk-good", PK, "`--allow-pickle`: a whole pickle of tensors (read through weights_only)",
+             MEASURE + ["--model", "{base}/variants/pickle-good", "--allow-pickle", "--out", "{ws}/o.json"],
+             expect="ok", exit=0, check=record_ok(), test=home("test_headwatch_measure_allow_pickle")))
+
+    # -- messages
+    called_test = home("test_a_regular_file_where_a_folder_is_expected_is_called_one")
+    add(Case("mg-train-cache-file", MG, "`headwatch organisms train --organisms-cache-dir` a regular file (called \"not a regular file\")",
+             ["headwatch", "organisms", "train", "--family", "olmo", "--organisms-cache-dir", "{ws}/afile"],
+             says=("afile", "a regular file, not a folder"), absent=("not a regular file",), setup=files(afile="x"),
+             timeout=90, timeout_is_silent=True, test=called_test, keeps=()))
+    add(Case("mg-report-out-file", MG, "`headwatch report --out` a regular file (called \"not a regular file\")",
+             ["headwatch", "report", "--no-figures", "--out", "{ws}/afile"], says=("afile", "a regular file, not a folder"),
+             absent=("not a regular file",), setup=files(afile="x"), test=called_test, keeps=()))
+    add(Case("mg-report-collision", MG, "`headwatch report --out DIR` where DIR/<model> is a file (FileExistsError, exit 3)",
+             ["headwatch", "report", "--panel", "published", "--models", "pythia-1b", "--out", "{ws}/rep"],
+             says=("rep/pythia-1b", "where a folder is needed"), setup=files(**{"rep__pythia-1b": "the user's file"}),
+             test=home("test_a_report_output_colliding_with_a_file_is_named"), keeps=()))
+    bom = files(**{"p.toml": b"\xef\xbb\xbf" + REF_PANEL.encode()})
+    add(Case("mg-panel-bom", MG, "a panel file starting with a UTF-8 BOM (`headwatch judge`)", ["headwatch", "judge", "--panel", "{ws}/p.toml"],
+             expect="ok", exit=(0, 1), setup=bom, check=lambda ws, r: None if "== " in r.out else "no verdicts printed",
+             test=home("test_a_panel_file_starting_with_a_bom_is_read")))
+    add(Case("mg-panel-bom-pytest", MG, "the same panel under pytest", PYTEST + ["--panel", "{ws}/p.toml", "-k", "F1"],
+             expect="ok", exit=0, setup=bom, check=lambda ws, r: None if " passed" in r.out else "nothing passed",
+             test=home("test_a_panel_file_starting_with_a_bom_is_read")))
+    vocab_test = home("test_measure_names_a_config_with_a_negative_vocabulary")
+    add(Case("mg-vocab-negative", MG, "config.json says `vocab_size = -5` (answered \"allowed: <= -5\")",
+             MEASURE + ["--model", "{ws}/ck/step0", "--out", "{ws}/o.json"], says=("vocab_size = -5", "config"),
+             absent=("allowed: <= -5",), setup=negative_vocab, check=nothing_written("o.json"), test=vocab_test))
+    add(Case("mg-vocab-negative-panel", MG, "the same checkpoint in a local panel (pytest)", PYTEST + ["--panel", "{ws}/p.toml", "-k", "F2"],
+             exit=4, says=("vocab_size = -5",), absent=("allowed: <= -5",), setup=negative_vocab, test=vocab_test))
+    geo_test = home("test_a_record_of_other_heads_among_a_models_records_is_refused")
+    add(Case("mg-geometry-judge", MG, "a 500 x 100-head record among Pythia's 16 x 8 records (`headwatch judge --reference-dir`; judged without a word)",
+             ["headwatch", "judge", "--reference-dir", "{ws}/ref"], says=("same heads", "500 x 100"),
+             setup=reference_copy(odd_geometry), test=geo_test, timeout=120))
+    add(Case("mg-geometry-pytest", MG, "the same, pytest `--reference-dir`",
+             PYTEST + ["--panel", "published", "--models", "pythia-1b", "--reference-dir", "{ws}/ref", "-k", "F2"],
+             exit=4, says=("same heads",), setup=reference_copy(odd_geometry), test=geo_test, timeout=120))
+    tokens_test = home("test_a_token_rule_that_contradicts_the_records_is_refused")
+    add(Case("mg-tokens-rule", MG, "a tokens rule the records contradict (`per_step = 1` on Pythia: F4 at 879923% of training)",
+             ["headwatch", "judge", "--panel", "{ws}/p.toml"], says=("gives 1 for",),
+             setup=panel("", {"tokens": "tokens = { per_step = 1 }"}), test=tokens_test))
+    add(Case("mg-tokens-rule-pytest", MG, "the same under pytest", PYTEST + ["--panel", "{ws}/p.toml", "-k", "F4"],
+             exit=4, says=("gives 1 for",), setup=panel("", {"tokens": "tokens = { per_step = 1 }"}), test=tokens_test))
+    add(Case("mg-tokens-total", MG, "`total_tokens = 1000` below every revision's tokens on a reference model (F4 beyond 100%)",
+             ["headwatch", "judge", "--panel", "{ws}/p.toml"], says=("100% of training",),
+             setup=panel("", {"source": 'source = "reference"\ntotal_tokens = 1000'}), test=tokens_test))
+    add(Case("mg-cache-corrupt-report", MG, "`headwatch report` over a cache with a corrupt entry (reported as never measured)",
+             [], says=("cannot be read", ".json"), absent=("not measured yet",), custom=run_measured_then("report-corrupt"),
+             timeout=300, test=home("test_the_report_names_a_corrupt_cache_entry")))
+    ro_test = home("test_a_complete_cache_on_a_read_only_mount_is_read_and_nothing_is_written")
+    add(Case("mg-cache-read-only-judge", MG, "`headwatch judge` on a complete cache on a read-only mount (refused as not writable)",
+             [], expect="ok", exit=(0, 1), custom=run_measured_then("judge-read-only"), timeout=300, test=ro_test,
+             check=lambda ws, r: None if "== " in r.out else "no verdicts printed"))
+    add(Case("mg-cache-read-only-pytest", MG, "pytest on a complete cache on a read-only mount", [], expect="ok", exit=0,
+             custom=run_measured_then("pytest-read-only"), timeout=300, test=ro_test,
+             check=lambda ws, r: None if " passed" in r.out else "nothing passed"))
+    return c
+
+
+def run_measured_then(what: str):
+    """Measure a local panel into the case's cache (``headwatch judge``), then: ``report-corrupt`` damages
+    one entry and runs ``headwatch report``; ``judge-read-only`` / ``pytest-read-only`` make every folder of
+    the cache immutable (chattr +i: a read-only mount, root included) and judge again."""
+    def run(case: Case, ws: Path, base: Path, ctx: dict) -> Result:
+        panel("", {}, template=LOCAL_PANEL)(ws, base)
+        t0 = time.monotonic()
+        first = subprocess.run(fill(["headwatch", "judge", "--panel", "{ws}/p.toml"], ws, base, ctx), env=ctx["env"],
+                               cwd=ctx["cwd"], capture_output=True, text=True, timeout=240)
+        entries = sorted((ws / "cache").rglob("*.json"))
+        if first.returncode not in (0, 1) or not entries:
+            return Result(first.returncode, "measuring first failed: " + first.stderr[-2000:], time.monotonic() - t0)
+        folders = [ws / "cache", *(p for p in (ws / "cache").rglob("*") if p.is_dir())]
+        try:
+            if what == "report-corrupt":
+                entries[-1].write_text("{ torn")
+                argv = ["headwatch", "report", "--panel", "{ws}/p.toml", "--no-figures", "--out", "{ws}/rep"]
+            else:
+                for f in folders:
+                    if subprocess.run(["chattr", "+i", str(f)], capture_output=True).returncode != 0:
+                        return Result(None, "chattr +i failed (needs root and a file system that has it)", 0.0)
+                argv = (["headwatch", "judge", "--panel", "{ws}/p.toml"] if what == "judge-read-only"
+                        else PYTEST_BARE + ["--panel", "{ws}/p.toml", "-k", "F2"])
+            res = _run_filled(replace(case, argv=argv), ws, base, ctx)
+            return replace(res, seconds=time.monotonic() - t0)
+        finally:
+            for f in folders:
+                subprocess.run(["chattr", "-i", str(f)], capture_output=True)
+    return run
+
+
+# ==== end of issue 35's cases ======================================================================
+
+
 # ---- custom runs ------------------------------------------------------------------------------------
 
 
@@ -1200,6 +1549,7 @@ def run_case(case: Case, base: Path, ctx: dict, root: Path) -> dict:
     _make_special(ws)
     if case.setup:
         case.setup(ws, base)
+    before = tree_state(ws) if case.keeps is not None else None
     # Every case gets its own caches (organisms: an empty folder, so nothing is ever reused by accident)
     # and runs in its own folder, so relative paths and stray files stay there.
     env = {**ctx["env"], "HEADWATCH_CACHE_DIR": str(ws / "cache"), "HEADWATCH_ORGANISMS_CACHE": str(ws / "org"),
@@ -1222,11 +1572,50 @@ def run_case(case: Case, base: Path, ctx: dict, root: Path) -> dict:
                 out, err = p.communicate()
                 res = Result(None, err + "\n" + out, time.monotonic() - t0, timed_out=True, note=out)
         outcome, why = classify(case, ws, res)
+        lost = lost_files(before, tree_state(ws), case.keeps) if before is not None else []
+        if lost:
+            outcome, why = "lost", f"{', '.join(lost[:4])}" + (f" and {len(lost) - 4} more" if len(lost) > 4 else "")
     finally:
         subprocess.run(["chattr", "-i", str(ws / "ro")], check=False, capture_output=True)
     shutil.rmtree(ws, ignore_errors=True)
     return {"id": case.id, "code": res.code, "seconds": round(res.seconds, 1), "outcome": outcome, "why": why,
             "message": scrub(message_of(res.out), ws, base, ctx), "timed_out": res.timed_out}
+
+
+def tree_state(root: Path) -> dict[str, tuple]:
+    """Every entry under ``root`` (links not followed): its kind and, for a regular file, its size and
+    the hash of its bytes (a file over 64 MB, such as a planted sparse one: its size and mtime)."""
+    import hashlib
+
+    state: dict[str, tuple] = {}
+    for folder, dirs, names in os.walk(root):
+        for name in dirs + names:
+            p = Path(folder, name)
+            st = p.lstat()
+            rel = str(p.relative_to(root))
+            if stat.S_ISLNK(st.st_mode):
+                state[rel] = ("link", os.readlink(p))
+            elif stat.S_ISREG(st.st_mode):
+                digest = hashlib.sha256(p.read_bytes()).hexdigest() if st.st_size < 1 << 26 else st.st_mtime_ns
+                state[rel] = ("file", st.st_size, digest)
+            else:
+                state[rel] = ("dir" if stat.S_ISDIR(st.st_mode) else "other",)
+    return state
+
+
+def lost_files(before: dict[str, tuple], after: dict[str, tuple], keeps: tuple[str, ...]) -> list[str]:
+    """Files outside the globs a command may write (``keeps``) that it changed, removed or wrote, each
+    with what happened (folders count by their files)."""
+    import fnmatch
+
+    def allowed(rel: str) -> bool:
+        return any(fnmatch.fnmatchcase(rel, g) or fnmatch.fnmatchcase(rel, g.rstrip("*").rstrip("/"))
+                   for g in keeps)
+
+    gone = [f"{rel} ({'removed' if rel not in after else 'changed'})" for rel, kind in before.items()
+            if kind[0] != "dir" and not allowed(rel) and after.get(rel) != kind]
+    written = [f"{rel} (written)" for rel, kind in after.items() if kind[0] != "dir" and rel not in before and not allowed(rel)]
+    return sorted(gone) + sorted(written)
 
 
 def scrub(text: str, ws: Path, base: Path, ctx: dict) -> str:
@@ -1249,6 +1638,15 @@ def message_of(out: str) -> str:
 
 
 def classify(case: Case, ws: Path, res: Result) -> tuple[str, str]:
+    outcome, why = _classify(case, ws, res)
+    if case.holds is not None and outcome in GOOD:
+        problem = case.holds(ws, res)
+        if problem:
+            return "silent", problem
+    return outcome, why
+
+
+def _classify(case: Case, ws: Path, res: Result) -> tuple[str, str]:
     out = res.out
     tb = any(t in out for t in TRACEBACK) or bool(PYTEST_EXCEPTION.search(out))
     exits = case.exit if isinstance(case.exit, tuple) else (case.exit,)
@@ -1318,7 +1716,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 # ---- the catalogue -------------------------------------------------------------------------------------
 
 GOOD = {"ok", "refused"}
-ORDER = ["ok", "refused", "unclear", "traceback", "silent", "not run"]
+ORDER = ["ok", "refused", "unclear", "traceback", "silent", "lost", "not run"]
 
 
 def counts_by_kind(results: dict, cases: list[Case]) -> dict[str, dict[str, int]]:
@@ -1361,7 +1759,8 @@ def cmd_render(args: argparse.Namespace) -> int:
         "**refused** a clear message naming what was wrong, no traceback, the documented exit status; "
         "**unclear** refused, but the message does not name what was wrong, says something that is not so, or "
         "the exit status is not the documented one; **traceback** a traceback or INTERNALERROR; **silent** the "
-        "bad input was accepted (exit 0, a record written, claims judged on it) or a wrong result.",
+        "bad input was accepted (exit 0, a record written, claims judged on it) or a wrong result; **lost** a "
+        "file the command had no business touching was changed, removed or written (cases that watch for it).",
         "",
         "Exit statuses (README): `headwatch` 0 claims hold / record written, 1 a claim fails, 2 bad input or usage "
         "(the user's input, files or machine: a full disk, a permission, an environment variable), 3 internal "
@@ -1396,12 +1795,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
     cases = _cases()
     before = counts_by_kind(json.loads(Path(args.before).read_text())["results"], cases)
     after = counts_by_kind(json.loads(Path(args.after).read_text())["results"], cases)
-    print("| category | before: " + " / ".join(ORDER[:5]) + " | after: " + " / ".join(ORDER[:5]) + " |")
+    print("| category | before: " + " / ".join(ORDER[:6]) + " | after: " + " / ".join(ORDER[:6]) + " |")
     for kind in dict.fromkeys(c.kind for c in cases):
         if args.only_run and not sum(v for o, v in before[kind].items() if o != "not run"):
             continue
-        print(f"| {kind} | " + " / ".join(str(before[kind].get(o, 0)) for o in ORDER[:5]) + " | "
-              + " / ".join(str(after[kind].get(o, 0)) for o in ORDER[:5]) + " |")
+        print(f"| {kind} | " + " / ".join(str(before[kind].get(o, 0)) for o in ORDER[:6]) + " | "
+              + " / ".join(str(after[kind].get(o, 0)) for o in ORDER[:6]) + " |")
     return 0
 
 
