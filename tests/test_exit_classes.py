@@ -66,8 +66,8 @@ DEFECTS: dict[tuple[str, str, str], str] = {
     # the cache reader's own signals: caught in _read, the entry moved aside and recomputed
     ("fixtures/cache.py", "MeasurementCache._read", "ValueError"): "caught by _read: a corrupt entry, recomputed",
     ("fixtures/provider.py", "Provider.locate", "ValueError"): "callers locate only models that are measured",
-    # organisms: recipes are code, not input (fixtures/organisms/__init__.py), checked when defined
-    ("fixtures/organisms/__init__.py", "Organism.tokens_seen", "ValueError"): "revisions of the recipe's own schedule",
+    # organisms: recipes are code, not input (fixtures/organisms/recipes.py), checked when defined
+    ("fixtures/organisms/recipes.py", "Organism.tokens_seen", "ValueError"): "revisions of the recipe's own schedule",
     ("fixtures/organisms/data.py", "DataSpec.__post_init__", "ValueError"): "a recipe constant",
     ("fixtures/organisms/growth.py", "GrowthSpec.__post_init__", "ValueError"): "a recipe constant",
     ("fixtures/organisms/head_dropout.py", "HeadDropout.__init__", "ValueError"): "a recipe constant",
