@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 from headwatch.probes.record import MeasurementRecord, parse_head_key, TRAINING_PROVENANCE
 from headwatch.probes.selectivity import bos_heads, induction_circuit
+from headwatch.schema import to_data
 from headwatch.spec import CLAIMS, FORMATION, SPEC, Expectations, Thresholds
 from headwatch.stats import FISHER, NESTED_DRAW, REVISION_GRID, clopper_pearson, finite_or_none
 
@@ -25,7 +26,7 @@ from . import trajectory as T
 from .verdict import (
     CausalDetails, F1Details, F1Violation, F2Details, F3Details, F3Sensitivity, F4Computed, F4Details,
     F4PaperTable, F5Details, F5Head, F5Sensitivity, FormationDetails, KeyFigure, Point, RecallAt, Status,
-    Verdict, DeclaredOutcome, declared_outcome, fmt_interval, fmt_layers, fmt_number, fmt_share, plain, GRID, OPEN,
+    Verdict, DeclaredOutcome, declared_outcome, fmt_interval, fmt_layers, fmt_number, fmt_share, GRID, OPEN,
 )
 
 __all__ = ["CLAIMS", "judge_model", "judge_f1", "judge_f1_revision", "judge_f2", "judge_f3", "judge_f4",
@@ -634,7 +635,7 @@ def judge_causal(records: Sequence[MeasurementRecord], expect: Expectations = _N
         random_count=_count_pair(v.random_count), counts_reconstructed=reconstructed,
         p_vs_random=_sig(p_rnd), p_vs_baseline=_sig(p_base), alpha=alpha, top1_intervals=intervals,
         measured_on=on, decided_by=decided, missing=tuple(missing),
-        paper_top1=None if paper is None else plain(paper),
+        paper_top1=None if paper is None else to_data(paper),
     )
     key = f"{_pct(share)} of base"
     if v.random_top1 is not None and v.baseline_top1:
@@ -732,7 +733,7 @@ def judge_formation(records: Sequence[MeasurementRecord], expect: Expectations =
                 + f": {heads_txt}; {n_first} at {first.revision}; t_induction {t_txt}; top-1 "
                 + ("unknown" if top1 is None else f"{top1:.3g} {fmt_interval(top1_iv)}".rstrip())
                 + bos_txt
-                + f"; numeric path: {plain(training) if training else 'not recorded (provenance.training)'}")
+                + f"; numeric path: {to_data(training) if training else 'not recorded (provenance.training)'}")
     if declared is None:
         status, message = Status.NOT_APPLICABLE, f"no formation declared in the panel; measured: {measured}"
     elif unmet:
@@ -740,7 +741,7 @@ def judge_formation(records: Sequence[MeasurementRecord], expect: Expectations =
     else:
         status, message = Status.HOLDS, f"formed as declared: {measured}"
     details = FormationDetails(
-        declared=plain(declared) if declared is not None else {}, final_revision=final.revision,
+        declared=to_data(declared) if declared is not None else {}, final_revision=final.revision,
         heads_final=sel, heads_final_intervals=sel_iv, n_heads_final=len(heads),
         n_heads_final_interval=n_iv, best_head_final=best, best_selectivity_final=best_sel,
         n_heads_first=n_first, t_induction=_point(t_ind.point), t_induction_before=_point(t_ind.before),

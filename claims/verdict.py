@@ -30,13 +30,13 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import types
-import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from headwatch.schema import from_data, to_data
 from headwatch.spec import Deviation
+from headwatch.validation import InputError
 
 
 class Status(str, enum.Enum):
@@ -502,23 +502,19 @@ class Verdict:
         return dataclasses.replace(self, declared_deviation=deviation)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "claim": self.claim, "status": self.status.value, "status_words": self.status.words,
-            "message": self.message, "key": self.key, "margin": self.margin,
-            "figure": plain(self.figure), "failing_revisions": list(self.failing_revisions),
-            "failing_heads": list(self.failing_heads),
-            "declared_deviation": plain(self.declared_deviation), "details": plain(self.details),
-        }
+        """The one JSON form (headwatch.schema.to_data), with the status in words beside it."""
+        d = to_data(self)
+        return {"claim": d.pop("claim"), "status": d.pop("status"), "status_words": self.status.words, **d}
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Verdict":
-        claim = d["claim"]
-        return cls(claim=claim, status=Status(d["status"]), message=d["message"],
-                   details=_build(DETAILS[claim], d["details"]), key=d.get("key", ""),
-                   margin=d.get("margin"), declared_deviation=_build(Deviation, d.get("declared_deviation")),
-                   figure=_build(KeyFigure, d.get("figure")),
-                   failing_revisions=tuple(d.get("failing_revisions", ())),
-                   failing_heads=tuple(d.get("failing_heads", ())))
+    def from_dict(cls, d: Mapping[str, Any], where: str = "verdict") -> "Verdict":
+        """The verdict in ``d`` (what :meth:`to_dict` wrote), checked field by field by the one
+        converter (headwatch.schema.from_data); ``details`` by its claim's dataclass (:data:`DETAILS`)."""
+        verdict = from_data(cls, d, where)
+        if verdict.claim not in DETAILS:
+            raise InputError(f"{where}.claim: {verdict.claim!r} is not one of {', '.join(DETAILS)}")
+        return dataclasses.replace(verdict, details=from_data(DETAILS[verdict.claim], verdict.details,
+                                                              f"{where}.details"))
 
 
 # ---- declared deviations ---------------------------------------------------------------------------
@@ -558,37 +554,3 @@ def check_deviation(verdict: Verdict, deviation: Deviation, *, one_revision_of_m
     if verdict.status is not Status.FAILS:
         measured.insert(0, f"the claim {verdict.status.words}")
     return DeviationCheck(ok, deviation.expected(), "; ".join(measured))
-
-
-# ---- JSON form of the details ----------------------------------------------------------------------
-
-
-def plain(value: Any) -> Any:
-    """Dataclasses, mappings and tuples as JSON-able dicts and lists."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, Mapping):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    return value
-
-
-def _build(tp: Any, value: Any) -> Any:
-    """The inverse of :func:`plain` for the annotation ``tp``."""
-    if value is None:
-        return None
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        inner = [a for a in typing.get_args(tp) if a is not type(None)]
-        return _build(inner[0], value) if len(inner) == 1 else value
-    if dataclasses.is_dataclass(tp):
-        hints = typing.get_type_hints(tp)
-        return tp(**{f.name: _build(hints[f.name], value[f.name]) for f in dataclasses.fields(tp) if f.name in value})
-    if origin is tuple:
-        (item, *_) = typing.get_args(tp)
-        return tuple(_build(item, v) for v in value)
-    if origin in (Mapping, dict, typing.Mapping):
-        _, item = typing.get_args(tp)
-        return {k: _build(item, v) for k, v in value.items()}
-    return value

@@ -165,12 +165,23 @@ def test_declared_deviation_matching():
 
 
 def test_json_form_edges():
-    from headwatch.claims.verdict import F1Details, Point, _build, plain
+    from headwatch.claims.verdict import CausalDetails, F1Details, Point
+    from headwatch.schema import from_data, to_data
+    from headwatch.validation import InputError
 
-    assert plain(Point) is Point and plain(Point("s", 1.0)) == {"revision": "s", "tokens": 1.0}
-    assert _build(Point | str, "abc") == "abc"
-    older = _build(F1Details, {"layers": [0, 1], "threshold": 30.0})  # verdict JSON without the later fields
+    assert to_data(Point) is Point and to_data(Point("s", 1.0)) == {"revision": "s", "tokens": 1.0}
+    assert from_data(Point | str, "abc", "v") == "abc"
+    older = from_data(F1Details, {"layers": [0, 1], "threshold": 30.0}, "v")  # verdict JSON without the later fields
     assert (older.revisions_checked, older.bos_heads_anywhere, older.vacuous_revisions) == (0, 0, ())
-    from headwatch.claims.verdict import CausalDetails
-
-    assert _build(CausalDetails, {}).n_random_heads == 0 and CausalDetails().counts_reconstructed is False
+    assert from_data(CausalDetails, {}, "v").n_random_heads == 0 and CausalDetails().counts_reconstructed is False
+    # the one converter checks what it reads: a verdict file edited by hand is named, not half-built
+    good = judge_model(S.healthy(), S.HEALTHY_EXPECT)["F3"].to_dict()
+    for path, bad, says in ((("status",), "hold", "is not one of"), (("claim",), "F9", "F9"),
+                            (("details", "ratio"), "big", "details.ratio: expected"), (("margin",), [1], "margin")):
+        edited = json.loads(json.dumps(good))
+        target = edited
+        for k in path[:-1]:
+            target = target[k]
+        target[path[-1]] = bad
+        with pytest.raises(InputError, match=says):
+            Verdict.from_dict(edited)
