@@ -30,10 +30,11 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from headwatch.formatting import CLOSED, Bound, fmt_interval
 from headwatch.schema import from_data, to_data
 from headwatch.spec import Deviation
 from headwatch.validation import InputError
@@ -138,9 +139,6 @@ def declared_outcome(verdict: "Verdict") -> DeclaredOutcome | None:
     return DeclaredOutcome.GONE if verdict.holds else None
 
 
-Bound = tuple[float | None, float | None]
-
-
 @dataclass(frozen=True)
 class KeyFigure:
     """The number a verdict turns on, its bar, and how sure it is.
@@ -157,58 +155,12 @@ class KeyFigure:
     interval: Bound | None = None
     method: str = ""
     p_value: float | None = None
-    #: how ``interval``'s ends are written (:data:`CLOSED`, :data:`GRID`, :data:`OPEN`)
-    ends: str = "[]"
+    #: how ``interval``'s ends are written (headwatch.formatting's CLOSED, GRID, OPEN)
+    ends: str = CLOSED
 
     def interval_text(self) -> str:
         """The interval in the one notation ('' when there is none)."""
         return fmt_interval(self.interval, ends=self.ends)
-
-
-#: How an interval's ends are written (the one notation): a closed interval (confidence intervals,
-#: exact intervals), a milestone's bracket on the revision grid (after the last revision that does
-#: not meet it, at or before the first that does) and a ratio or fraction of such brackets, whose
-#: ends are both open (docs/statistics.md, "Intervals and their notation").
-CLOSED, GRID, OPEN = "[]", "(]", "()"
-
-
-def fmt_number(x: float, fmt: str = ".3g") -> str:
-    """A bound or ratio as intervals write it: 3 significant digits, whole numbers from 1e3 to 1e6
-    in full (1000, not 1e+03)."""
-    return f"{x:.0f}" if 1e3 <= abs(x) < 1e6 and fmt == ".3g" else format(x, fmt)
-
-
-def fmt_interval(interval: Bound | None, fmt: str = ".3g", ends: str = CLOSED) -> str:
-    """(5.09, 26.4) -> '[5.09, 26.4]'; with ``ends=OPEN`` '(5.09, 26.4)'; with ``ends=GRID``
-    '(10, 23]'. A missing bound (None: unbounded) shows as -inf / inf, always with an open end."""
-    if interval is None:
-        return ""
-    lo, hi = interval
-    left = "(" if lo is None else ends[0]
-    right = ")" if hi is None else ends[1]
-    return f"{left}{'-inf' if lo is None else fmt_number(lo, fmt)}, {'inf' if hi is None else fmt_number(hi, fmt)}{right}"
-
-
-# ---- SPEC's numbers in words (messages, captions, the grid: one way to write each) ----------------
-
-
-def fmt_share(x: float) -> str:
-    """A level written as the simple fraction it stands for: 2/3 -> '2/3', 0.5 -> '1/2'; else '0.7'."""
-    for den in range(2, 11):
-        num = round(x * den)
-        if 0 < num < den and abs(x - num / den) < 1e-9:
-            return f"{num}/{den}"
-    return f"{x:.3g}"
-
-
-def fmt_pct(x: float) -> str:
-    """A share as a percentage: 0.025 -> '2.5%', 0.5 -> '50%'."""
-    return f"{100 * x:g}%"
-
-
-def fmt_layers(layers: Sequence[int]) -> str:
-    """(0, 1) -> '0/1'."""
-    return "/".join(str(l) for l in layers)
 
 
 # ---- per-claim details ---------------------------------------------------------------------------

@@ -10,10 +10,9 @@ from headwatch.claims import synthetic as S
 from headwatch.claims.check import PYTEST_OUTCOME
 from headwatch.claims.judge import judge_model
 from headwatch.claims.verdict import (
-    DETAILS, GRID, OPEN, STATUS_WORDS, WORDS, DeclaredOutcome, KeyFigure, Status, Verdict, check_deviation, declared_outcome,
-    fmt_interval,
-    fmt_number, fmt_share,
+    DETAILS, STATUS_WORDS, WORDS, DeclaredOutcome, KeyFigure, Status, Verdict, check_deviation, declared_outcome,
 )
+from headwatch.formatting import GRID, OPEN, fmt_interval, fmt_number, fmt_pct, fmt_share
 from headwatch.names import did_you_mean, model_matches, split_list
 from headwatch.probes.record import ProbeSettings
 from headwatch.spec import CLAIMS, SPEC, Deviation, Expectations
@@ -136,6 +135,17 @@ def test_figure_captions_take_their_numbers_from_spec(monkeypatch):
         assert text in captions, text
     for stale in ("50x", "30x", "2.5%", ">= 3 heads", "layers 0/1,"):
         assert stale not in captions, stale
+
+
+def test_one_percent_formatter_for_every_figure():
+    """headwatch.formatting.fmt_pct is the one way a share is written as a percentage (issue 37: three
+    formatters became one); its format spec is the only thing a caller chooses."""
+    assert [fmt_pct(x) for x in (0.025, 0.5, 1.0, 0.0)] == ["2.5%", "50%", "100%", "0%"]
+    assert fmt_pct(0.0405, ".2f") == "4.05%" and fmt_pct(0.05, ".1f") == "5.0%" and fmt_pct(0.00755, ".3g") == "0.755%"
+    assert fmt_pct(None) == "?" and fmt_pct(None, ".2f") == "?"
+    import headwatch.claims.judge as judge
+
+    assert not [n for n in vars(judge) if n.startswith("_pct")], "a private percent formatter is back in the judge"
 
 
 def test_fmt_share_writes_simple_fractions_only():
