@@ -227,10 +227,11 @@ def refuse_unknown_keys(where: str, table: Mapping[str, Any], allowed: typing.It
     allowed = sorted(allowed)
     unknown = sorted(str(k) for k in set(table) - set(allowed))
     if unknown:
-        hints = "".join(did_you_mean(k, allowed) for k in unknown)
-        raise InputError(f"{where}: unknown key(s) {', '.join(k if len(k) <= 40 else k[:37] + '...' for k in unknown)}"
-                         f"{hints}; "
-                         f"allowed: {', '.join(allowed)}")
+        shown = unknown[:10]  # a file of a million stray keys gets a message of a few lines
+        hints = "".join(did_you_mean(k, allowed) for k in shown if len(k) <= 200)
+        more = f" and {len(unknown) - len(shown)} more" if len(unknown) > len(shown) else ""
+        raise InputError(f"{where}: unknown key(s) {', '.join(k if len(k) <= 40 else k[:37] + '...' for k in shown)}"
+                         f"{more}{hints}; allowed: {', '.join(allowed)}")
 
 
 def describe(tp: Any) -> str:

@@ -178,3 +178,13 @@ def test_distinct_repos_and_plain_population_names_are_accepted():
                    'population = "pythia.160m_x-1"\n' + POPULATION_REVS).models
     assert [m.repo for m in models] == ["o/p1", "o/p2", "o/p"]
     assert {m.member.population for m in models} == {"pythia.160m_x-1"}
+
+
+def test_a_panel_of_a_million_stray_keys_or_a_megabyte_name_gets_a_short_message():
+    stray = "".join(f"k{i} = 1\n" for i in range(100_000))
+    with pytest.raises(PanelError, match=r"unknown key\(s\) k0, k1, .* and 99990 more") as info:
+        parse('[[models]]\nname = "m"\nrepo = "o/m"\nrevisions = ["step1"]\n' + stray)
+    assert len(str(info.value)) < 1000
+    with pytest.raises(PanelError, match="used in test ids") as info:
+        parse(f'[[models]]\nname = "{"x" * 1_000_000} y"\nrepo = "o/m"\nrevisions = ["step1"]\n')
+    assert len(str(info.value)) < 1000
