@@ -3,9 +3,9 @@
 docs/DESIGN.md keeps a deferred import only where it defers something heavy (torch, transformers,
 matplotlib and the like: what ``--help``, the plugin in a foreign test run, or a panel without
 organisms must not pay for), each with a comment saying so. This prints how many there are, how
-many defer a heavy package, and how many carry a comment (on the line, or the comment line right
-above it); ``--list`` names the others, file by file: the ones to move to the top of their module
-(or to explain).
+many defer a heavy package, and how many carry a comment (on the line, or above the run of imports
+it belongs to); ``--list`` names the light ones and the unexplained heavy ones, file by file: the
+ones to move to the top of their module, or to explain.
 
     python tools/deferred_imports.py                 # the counts
     python tools/deferred_imports.py --list          # and every deferred import of a light module
@@ -106,8 +106,11 @@ def deferred_in(path: Path, package: str, root: Path, heavy_own: set[str]) -> li
                 name = child.name if function is None else f"{function}.{child.name}"
             if function is not None and isinstance(child, (ast.Import, ast.ImportFrom)):
                 line = lines[child.lineno - 1]
-                above = lines[child.lineno - 2].strip() if child.lineno > 1 else ""
-                explained = "#" in line or above.startswith("#")
+                # a comment on the line, or above the run of imports (and blank lines) it belongs to
+                i = child.lineno - 2
+                while i >= 0 and (not lines[i].strip() or lines[i].strip().startswith(("import ", "from "))):
+                    i -= 1
+                explained = "#" in line or (i >= 0 and lines[i].strip().startswith("#"))
                 for module in _resolve(child, package):
                     names = [module] + ([f"{module}.{a.name}" for a in child.names]
                                         if isinstance(child, ast.ImportFrom) else [])
