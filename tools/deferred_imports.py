@@ -107,10 +107,11 @@ def deferred_in(path: Path, package: str, root: Path, heavy_own: set[str]) -> li
             if function is not None and isinstance(child, (ast.Import, ast.ImportFrom)):
                 line = lines[child.lineno - 1]
                 # a comment on the line, or above the run of imports (and blank lines) it belongs to
-                i = child.lineno - 2
+                i, commented = child.lineno - 2, "#" in line
                 while i >= 0 and (not lines[i].strip() or lines[i].strip().startswith(("import ", "from "))):
+                    commented = commented or "#" in lines[i]
                     i -= 1
-                explained = "#" in line or (i >= 0 and lines[i].strip().startswith("#"))
+                explained = commented or (i >= 0 and lines[i].strip().startswith("#"))
                 for module in _resolve(child, package):
                     names = [module] + ([f"{module}.{a.name}" for a in child.names]
                                         if isinstance(child, ast.ImportFrom) else [])
