@@ -17,12 +17,13 @@ import argparse
 import dataclasses
 import errno
 import math
+import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from headwatch.spec import CLAIMS, PROBE_RUN
+from headwatch.spec import CLAIMS, PROBE_RUN, SPEC
 
 #: Load/probe dtypes (``--dtype``, a panel's ``dtype``, ``[models.probe] dtype``).
 DTYPES: tuple[str, ...] = ("float32", "float16", "bfloat16")
@@ -267,8 +268,6 @@ MAX_EXAMPLES_ENV = "HEADWATCH_MAX_EXAMPLES"
 
 def run_bound(field: str) -> int:
     """The bound of ``field`` for one run (:data:`RUN_BOUNDS`; n_examples raised by ``HEADWATCH_MAX_EXAMPLES``)."""
-    import os
-
     text = os.environ.get(MAX_EXAMPLES_ENV, "").strip() if field == "n_examples" else ""
     if not text:
         return RUN_BOUNDS[field]
@@ -297,8 +296,6 @@ def check_run_size(values: Mapping[str, Any], name: Callable[[str], str] = str) 
 
 def _default(key: str) -> int:
     """SPEC's value of a run-bounded field (ProbeSettings' default)."""
-    from headwatch.spec import SPEC
-
     return getattr(PROBE_RUN, key) if hasattr(PROBE_RUN, key) else getattr(SPEC, key)
 
 
