@@ -114,9 +114,10 @@ _BASE_RULES: dict[type, Rule] = {int: Rule(int, "an integer"), float: Rule(float
 def _convert(tp: Any, value: Any, where: str, rule: Rule | None, unknown: str, meta: Mapping[str, Any]) -> Any:
     if tp in _BASE_RULES:  # the leaves: most of a record, so checked first
         checked = _leaf(tp, value, where)
-        if rule is not None:
-            return rule.check(checked, where)
-        return _bounded(tp, checked, where, meta)
+        if rule is not None:  # the value as written (-5, not -5.0) in the message
+            rule.check(value, where)
+            return checked
+        return _bounded(tp, value, where, meta, checked)
     if tp is Any:
         return value
     origin = typing.get_origin(tp)
@@ -182,16 +183,18 @@ def _leaf(tp: type, value: Any, where: str) -> Any:
         raise InputError(f"{where}: expected {describe(tp)}, got {short(value)}") from None
 
 
-def _bounded(tp: type, value: Any, where: str, meta: Mapping[str, Any]) -> Any:
-    """``value`` within the field's bounds and choices (metadata), as a Rule would check them."""
+def _bounded(tp: type, value: Any, where: str, meta: Mapping[str, Any], checked: Any) -> Any:
+    """``checked`` (``value`` of type ``tp``) within the field's bounds and choices (metadata), as a
+    Rule would check them; messages show ``value`` as written."""
     if "choices" in meta:
-        return _choice(value, meta["choices"], where)
+        return _choice(checked, meta["choices"], where)
     if "min" not in meta and "max" not in meta:
-        return value
+        return checked
     lo, hi, above = meta.get("min"), meta.get("max"), meta.get("above", False)
     allowed = meta.get("allowed") or (describe(tp) + (f" {'>' if above else '>='} {lo:g}" if lo is not None else "")
                                       + (f" and <= {hi:g}" if hi is not None else ""))
-    return Rule(tp, allowed, min=lo, max=hi, above=above, hint=meta.get("hint", "")).check(value, where)
+    Rule(tp, allowed, min=lo, max=hi, above=above, hint=meta.get("hint", "")).check(value, where)
+    return checked
 
 
 def _choice(value: Any, choices: tuple[Any, ...], where: str) -> Any:
