@@ -24,10 +24,11 @@ from typing import Any
 import pytest
 
 from headwatch.fixtures.panels import PanelModel
+from headwatch.schema import to_data
 from headwatch.spec import Deviation
 
 from .judge import judge_formation, not_judged
-from .verdict import Status, Verdict, check_deviation, plain
+from .verdict import Status, Verdict, check_deviation
 
 #: Status -> what the claim test does.
 PYTEST_OUTCOME: dict[Status, str] = {
@@ -102,7 +103,7 @@ def check_verdict(request: pytest.FixtureRequest, model_entry: PanelModel, claim
 def report(record_property: Any, name: str, value: Any) -> None:
     """Attach a figure to the test report (JUnit/HTML) and print it (shown with -s or -rA); typed
     details travel as their JSON form (xdist sends properties between processes)."""
-    value = plain(value)
+    value = to_data(value)
     record_property(name, value)
     print(f"{name}: {value}")
 

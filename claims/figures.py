@@ -21,14 +21,14 @@ from matplotlib.figure import Figure as MplFigure
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import FuncFormatter
 
+from headwatch.formatting import fmt_layers, fmt_pct, fmt_share, fmt_tokens
 from headwatch.probes.record import HEAD_CLASSES, UNCLASSIFIED, MeasurementRecord, parse_head_key
 from headwatch.probes.selectivity import bos_heads, head_labels, induction_circuit
 
 from headwatch.spec import SPEC
 
 from . import trajectory as T
-from .judge import fmt_tokens
-from .verdict import Verdict, fmt_layers, fmt_pct, fmt_share
+from .verdict import Verdict
 
 DPI = 80
 #: Colours: one per head class (the grid), and the two quantities of the F5 twin axes.

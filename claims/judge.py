@@ -16,8 +16,10 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
+from headwatch.formatting import GRID, OPEN, fmt_interval, fmt_layers, fmt_number, fmt_pct, fmt_share, fmt_tokens
 from headwatch.probes.record import MeasurementRecord, parse_head_key, TRAINING_PROVENANCE
 from headwatch.probes.selectivity import bos_heads, induction_circuit
+from headwatch.schema import to_data
 from headwatch.spec import CLAIMS, FORMATION, SPEC, Expectations, Thresholds
 from headwatch.stats import FISHER, NESTED_DRAW, REVISION_GRID, clopper_pearson, finite_or_none
 
@@ -25,11 +27,11 @@ from . import trajectory as T
 from .verdict import (
     CausalDetails, F1Details, F1Violation, F2Details, F3Details, F3Sensitivity, F4Computed, F4Details,
     F4PaperTable, F5Details, F5Head, F5Sensitivity, FormationDetails, KeyFigure, Point, RecallAt, Status,
-    Verdict, DeclaredOutcome, declared_outcome, fmt_interval, fmt_layers, fmt_number, fmt_share, plain, GRID, OPEN,
+    Verdict, DeclaredOutcome, declared_outcome,
 )
 
 __all__ = ["CLAIMS", "judge_model", "judge_f1", "judge_f1_revision", "judge_f2", "judge_f3", "judge_f4",
-           "judge_f5", "judge_causal", "judge_formation", "not_judged", "fmt_tokens", "status_word"]
+           "judge_f5", "judge_causal", "judge_formation", "not_judged", "status_word"]
 
 _NONE = Expectations()
 
@@ -38,16 +40,6 @@ UNIFORM_READING, INTERMEDIATE_READING = "uniform 50x", "intermediate 30x"
 
 
 # ---- formatting helpers ----------------------------------------------------------------------
-
-
-def fmt_tokens(tokens: float | None) -> str:
-    """23e9 -> '23B', 6.29e9 -> '6.29B', 2.1e6 -> '2.1M'."""
-    if tokens is None:
-        return "never"
-    for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
-        if abs(tokens) >= scale:
-            return f"{tokens / scale:.3g}{unit}"
-    return f"{tokens:.3g}"
 
 
 def _point(p: T.RevisionPoint | None) -> Point | None:
@@ -61,10 +53,6 @@ def _round(x: float | None, nd: int = 4) -> float | None:
 def _sig(x: float | None, digits: int = 4) -> float | None:
     """``x`` to ``digits`` significant digits (p-values span many orders of magnitude)."""
     return None if x is None else float(f"{x:.{digits}g}")
-
-
-def _pct(x: float | None, nd: int = 1) -> str:
-    return "?" if x is None else f"{100 * x:.{nd}f}%"
 
 
 def _with_interval(value: float, interval: tuple | None) -> str:
@@ -223,7 +211,7 @@ def judge_f2(records: Sequence[MeasurementRecord], expect: Expectations = _NONE,
     holds = None if expect.bos_shape is None else shape.shape == expect.bos_shape
     rise_txt = (f"largest adjacent rise {100 * shape.largest_rise:.1f} of {100 * shape.total_rise:.1f} points"
                 + (f" ({pts[shape.rise_at - 1].revision} -> {pts[shape.rise_at].revision}, "
-                   f"{100 * series[shape.rise_at - 1]:.1f}% -> {100 * series[shape.rise_at]:.1f}%)"
+                   f"{fmt_pct(series[shape.rise_at - 1], '.1f')} -> {fmt_pct(series[shape.rise_at], '.1f')})"
                    if shape.rise_at is not None else ""))
     expected_txt = f"expected {expect.bos_shape}" if expect.bos_shape else "no shape declared in the panel"
     details = F2Details(
@@ -373,23 +361,23 @@ def judge_f4(records: Sequence[MeasurementRecord], expect: Expectations = _NONE,
         frac = conv.fraction_of_total
         lo, hi = conv.fraction_bounds
         margin = _round(max_fraction - frac, 6)
-        grid = f"({100 * lo:.3g}%, {100 * hi:.3g}%]"
+        grid = f"({fmt_pct(lo, '.3g')}, {fmt_pct(hi, '.3g')}]"
         if hi <= max_fraction:
-            status, decided = Status.HOLDS, f"established: the upper end {100 * hi:.3g}% <= {100 * max_fraction:g}%"
+            status, decided = Status.HOLDS, f"established: the upper end {fmt_pct(hi, '.3g')} <= {fmt_pct(max_fraction)}"
         elif lo >= max_fraction:
-            status, decided = Status.FAILS, f"the data exclude the claim: the lower end {100 * lo:.3g}% >= {100 * max_fraction:g}%"
+            status, decided = Status.FAILS, f"the data exclude the claim: the lower end {fmt_pct(lo, '.3g')} >= {fmt_pct(max_fraction)}"
         else:
             status = Status.CONSISTENT_NOT_ESTABLISHED
-            decided = f"consistent, not established: the grid's bracket straddles {100 * max_fraction:g}%"
+            decided = f"consistent, not established: the grid's bracket straddles {fmt_pct(max_fraction)}"
         message = (f"recall of the final circuit ({', '.join(conv.final_circuit)}) first >= {fmt_share(level)} at "
                    f"{conv.point.point.revision} ({fmt_tokens(conv.point.point.tokens)} tokens = "
-                   f"{100 * frac:.2f}% of {fmt_tokens(conv.total_tokens)}, on the grid in {grid}; "
-                   f"found {', '.join(conv.point.found)}); needs <= {100 * max_fraction:g}%: {decided}")
+                   f"{fmt_pct(frac, '.2f')} of {fmt_tokens(conv.total_tokens)}, on the grid in {grid}; "
+                   f"found {', '.join(conv.point.found)}); needs <= {fmt_pct(max_fraction)}: {decided}")
         assert intermediate is not None  # the same final circuit: found at the final revision at the latest
         message += (f"; intermediate-{spec.label:g}x reading: {intermediate.revision} "
-                    f"({100 * intermediate.fraction_of_total:.2f}%)")
+                    f"({fmt_pct(intermediate.fraction_of_total, '.2f')})")
     if paper is not None:
-        message += (f"; paper table: {fmt_tokens(paper_tokens)} ({100 * paper.fraction_of_total:.2f}%), "
+        message += (f"; paper table: {fmt_tokens(paper_tokens)} ({fmt_pct(paper.fraction_of_total, '.2f')}), "
                     + (f"recall there {paper.recall_there:.3g}" if paper.recall_there is not None
                        else "no screened revision there")
                     + (f" - reproduced by the {' and the '.join(paper.reproduced_by)} reading"
@@ -397,7 +385,7 @@ def judge_f4(records: Sequence[MeasurementRecord], expect: Expectations = _NONE,
     if computed is None:
         key = "no final circuit"
     else:
-        key = f"{100 * computed.recall:.0f}% at {100 * computed.fraction_of_total:.2g}% of tokens"
+        key = f"{fmt_pct(computed.recall, '.0f')} at {fmt_pct(computed.fraction_of_total, '.2g')} of tokens"
         if paper is not None:
             key += (f"; paper {fmt_tokens(paper_tokens)}: "
                     + (f"{' + '.join(paper.reproduced_by)} reproduces" if paper.reproduced_by else "NOT reproduced"))
@@ -467,7 +455,7 @@ def judge_f5(records: Sequence[MeasurementRecord], spec: Thresholds = SPEC) -> V
         assert l.crossed is not None
         parts.append(f"{l.head}: PR elevated {l.elevated.revision if l.elevated else 'never'}, crosses "
                      f"{spec.induction:g}x {l.crossed.revision}" + (f" ({l.lead:.3g}x earlier)" if l.lead and l.lead > 1 else "")
-                     + f", {100 * nulls[l.head].level_null_share:.0f}% of all heads elevated by then")
+                     + f", {fmt_pct(nulls[l.head].level_null_share, '.0f')} of all heads elevated by then")
         if not l.holds:
             parts[-1] += f" [PR {l.pr_series[l.crossed.index]:.3g} < {bar:.3g} at the crossing]"
     rise_values = [n.rises for n in nulls.values() if n.rises is not None]
@@ -533,10 +521,6 @@ def _no_ablation(records: Sequence[MeasurementRecord], spec: Thresholds) -> Verd
                    key="no ablation")
 
 
-def _pct2(x: float) -> str:
-    return f"{100 * x:.2f}%"
-
-
 def judge_causal(records: Sequence[MeasurementRecord], expect: Expectations = _NONE, spec: Thresholds = SPEC) -> Verdict:
     """Causal check on the latest revision with ablations: circuit top-1 <= 25% of baseline and
     below the matched-random control, each confirmed by a one-sided Fisher exact test on the top-1
@@ -573,11 +557,11 @@ def judge_causal(records: Sequence[MeasurementRecord], expect: Expectations = _N
     p_rnd, p_base = v.p_vs_random, v.p_vs_baseline
     has_random = v.random_top1 is not None
     reconstructed = any(c is not None and c.reconstructed for c in (v.baseline_count, v.circuit_count, v.random_count))
-    message = (f"at {at}: top-1 {_pct2(v.baseline_top1)} baseline, {_pct2(v.circuit_top1)} with "
+    message = (f"at {at}: top-1 {fmt_pct(v.baseline_top1, '.2f')} baseline, {fmt_pct(v.circuit_top1, '.2f')} with "
                f"the circuit ({', '.join(v.circuit_heads)}) ablated"
-               + (f" = {100 * share:.1f}% of baseline" if share is not None else "")
-               + f" (needs <= {100 * max_share:g}%), "
-               + (f"{_pct2(v.random_top1)} with {len(v.random_heads)} matched-random heads ablated"  # type: ignore[arg-type]
+               + (f" = {fmt_pct(share, '.1f')} of baseline" if share is not None else "")
+               + f" (needs <= {fmt_pct(max_share)}), "
+               + (f"{fmt_pct(v.random_top1, '.2f')} with {len(v.random_heads)} matched-random heads ablated"  # type: ignore[arg-type]
                   if has_random else "no matched-random control"))
     if v.circuit_count is not None:
         counts = ", ".join(f"{name} {c.k}/{c.n}" for name, c in (("baseline", v.baseline_count), ("circuit", v.circuit_count),
@@ -595,7 +579,7 @@ def judge_causal(records: Sequence[MeasurementRecord], expect: Expectations = _N
     if p_base is None or (has_random and p_rnd is None):
         missing.append("top-1 counts")
     if not v.cuts_enough:
-        status, decided = Status.FAILS, f"the cut: circuit top-1 is {_pct(share)} of baseline (> {100 * max_share:g}%)"
+        status, decided = Status.FAILS, f"the cut: circuit top-1 is {fmt_pct(share, '.1f')} of baseline (> {fmt_pct(max_share)})"
     elif has_random and not v.below_random:
         status, decided = Status.FAILS, "the matched-random control: circuit top-1 is not below it"
     elif not has_random and expect.no_matched_random:
@@ -616,9 +600,9 @@ def judge_causal(records: Sequence[MeasurementRecord], expect: Expectations = _N
     message += f"; {status.words}: " + (decided if status is Status.NOT_ESTABLISHED else f"decided by {decided}")
     paper = expect.paper_top1
     if paper is not None:
-        message += (f"; paper reports (not in these records, not used): top-1 {_pct2(paper.baseline)} baseline, "
-                    f"{_pct2(paper.circuit)} circuit, {_pct2(paper.matched_random)} matched random"
-                    + (f" (the records' matched random, used: {_pct2(v.random_top1)})" if has_random else ""))  # type: ignore[arg-type]
+        message += (f"; paper reports (not in these records, not used): top-1 {fmt_pct(paper.baseline, '.2f')} baseline, "
+                    f"{fmt_pct(paper.circuit, '.2f')} circuit, {fmt_pct(paper.matched_random, '.2f')} matched random"
+                    + (f" (the records' matched random, used: {fmt_pct(v.random_top1, '.2f')})" if has_random else ""))  # type: ignore[arg-type]
     intervals = {}
     if rec.intervals is not None:
         named = {"baseline": rec.intervals.task_top1, "circuit": rec.intervals.ablation_top1.get("induction_circuit"),
@@ -634,11 +618,11 @@ def judge_causal(records: Sequence[MeasurementRecord], expect: Expectations = _N
         random_count=_count_pair(v.random_count), counts_reconstructed=reconstructed,
         p_vs_random=_sig(p_rnd), p_vs_baseline=_sig(p_base), alpha=alpha, top1_intervals=intervals,
         measured_on=on, decided_by=decided, missing=tuple(missing),
-        paper_top1=None if paper is None else plain(paper),
+        paper_top1=None if paper is None else to_data(paper),
     )
-    key = f"{_pct(share)} of base"
+    key = f"{fmt_pct(share, '.1f')} of base"
     if v.random_top1 is not None and v.baseline_top1:
-        key += f" (rand {_pct(v.random_top1 / v.baseline_top1)}" + (f", p={p_rnd:.2g})" if p_rnd is not None else ")")
+        key += f" (rand {fmt_pct(v.random_top1 / v.baseline_top1, '.1f')}" + (f", p={p_rnd:.2g})" if p_rnd is not None else ")")
         if note:
             key += " \u2020"  # the control is matched to another head set: the report's footnote says so
     elif not has_random:
@@ -732,7 +716,7 @@ def judge_formation(records: Sequence[MeasurementRecord], expect: Expectations =
                 + f": {heads_txt}; {n_first} at {first.revision}; t_induction {t_txt}; top-1 "
                 + ("unknown" if top1 is None else f"{top1:.3g} {fmt_interval(top1_iv)}".rstrip())
                 + bos_txt
-                + f"; numeric path: {plain(training) if training else 'not recorded (provenance.training)'}")
+                + f"; numeric path: {to_data(training) if training else 'not recorded (provenance.training)'}")
     if declared is None:
         status, message = Status.NOT_APPLICABLE, f"no formation declared in the panel; measured: {measured}"
     elif unmet:
@@ -740,7 +724,7 @@ def judge_formation(records: Sequence[MeasurementRecord], expect: Expectations =
     else:
         status, message = Status.HOLDS, f"formed as declared: {measured}"
     details = FormationDetails(
-        declared=plain(declared) if declared is not None else {}, final_revision=final.revision,
+        declared=to_data(declared) if declared is not None else {}, final_revision=final.revision,
         heads_final=sel, heads_final_intervals=sel_iv, n_heads_final=len(heads),
         n_heads_final_interval=n_iv, best_head_final=best, best_selectivity_final=best_sel,
         n_heads_first=n_first, t_induction=_point(t_ind.point), t_induction_before=_point(t_ind.before),

@@ -32,12 +32,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from headwatch.fixtures.panels import PanelModel, Population
+from headwatch.formatting import fmt_pct, fmt_tokens
 from headwatch.probes.record import MeasurementRecord
 from headwatch.spec import CLAIMS, FORMATION, SPEC, Expectations, Thresholds
 from headwatch.stats import CLOPPER_PEARSON, clopper_pearson
 
 from . import trajectory as T
-from .judge import fmt_tokens, judge_model
+from .judge import judge_model
 from .verdict import KeyFigure, Status, Verdict, check_deviation
 
 #: The quantities whose spread over members is reported and against which candidates are placed.
@@ -91,7 +92,7 @@ def _fmt(quantity: str):
     if quantity in ("t_induction", "t_bos50"):
         return fmt_tokens
     if quantity == "F4_recall_point":
-        return lambda x: "?" if x is None else f"{100 * x:.3g}%"
+        return lambda x: fmt_pct(x, ".3g")
     return lambda x: "?" if x is None else f"{x:.3g}x"
 
 

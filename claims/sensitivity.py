@@ -11,11 +11,11 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from headwatch.formatting import fmt_share
 from headwatch.probes.record import MeasurementRecord
 from headwatch.spec import SPEC, Expectations, Thresholds
 
 from .judge import judge_model
-from .verdict import fmt_share
 
 #: (Thresholds field, what it is, the spec field holding its grid).
 KNOBS: tuple[tuple[str, str, str], ...] = (

@@ -30,13 +30,14 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import types
-import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from headwatch.formatting import CLOSED, Bound, fmt_interval
+from headwatch.schema import from_data, to_data
 from headwatch.spec import Deviation
+from headwatch.validation import InputError
 
 
 class Status(str, enum.Enum):
@@ -138,9 +139,6 @@ def declared_outcome(verdict: "Verdict") -> DeclaredOutcome | None:
     return DeclaredOutcome.GONE if verdict.holds else None
 
 
-Bound = tuple[float | None, float | None]
-
-
 @dataclass(frozen=True)
 class KeyFigure:
     """The number a verdict turns on, its bar, and how sure it is.
@@ -157,58 +155,12 @@ class KeyFigure:
     interval: Bound | None = None
     method: str = ""
     p_value: float | None = None
-    #: how ``interval``'s ends are written (:data:`CLOSED`, :data:`GRID`, :data:`OPEN`)
-    ends: str = "[]"
+    #: how ``interval``'s ends are written (headwatch.formatting's CLOSED, GRID, OPEN)
+    ends: str = CLOSED
 
     def interval_text(self) -> str:
         """The interval in the one notation ('' when there is none)."""
         return fmt_interval(self.interval, ends=self.ends)
-
-
-#: How an interval's ends are written (the one notation): a closed interval (confidence intervals,
-#: exact intervals), a milestone's bracket on the revision grid (after the last revision that does
-#: not meet it, at or before the first that does) and a ratio or fraction of such brackets, whose
-#: ends are both open (docs/statistics.md, "Intervals and their notation").
-CLOSED, GRID, OPEN = "[]", "(]", "()"
-
-
-def fmt_number(x: float, fmt: str = ".3g") -> str:
-    """A bound or ratio as intervals write it: 3 significant digits, whole numbers from 1e3 to 1e6
-    in full (1000, not 1e+03)."""
-    return f"{x:.0f}" if 1e3 <= abs(x) < 1e6 and fmt == ".3g" else format(x, fmt)
-
-
-def fmt_interval(interval: Bound | None, fmt: str = ".3g", ends: str = CLOSED) -> str:
-    """(5.09, 26.4) -> '[5.09, 26.4]'; with ``ends=OPEN`` '(5.09, 26.4)'; with ``ends=GRID``
-    '(10, 23]'. A missing bound (None: unbounded) shows as -inf / inf, always with an open end."""
-    if interval is None:
-        return ""
-    lo, hi = interval
-    left = "(" if lo is None else ends[0]
-    right = ")" if hi is None else ends[1]
-    return f"{left}{'-inf' if lo is None else fmt_number(lo, fmt)}, {'inf' if hi is None else fmt_number(hi, fmt)}{right}"
-
-
-# ---- SPEC's numbers in words (messages, captions, the grid: one way to write each) ----------------
-
-
-def fmt_share(x: float) -> str:
-    """A level written as the simple fraction it stands for: 2/3 -> '2/3', 0.5 -> '1/2'; else '0.7'."""
-    for den in range(2, 11):
-        num = round(x * den)
-        if 0 < num < den and abs(x - num / den) < 1e-9:
-            return f"{num}/{den}"
-    return f"{x:.3g}"
-
-
-def fmt_pct(x: float) -> str:
-    """A share as a percentage: 0.025 -> '2.5%', 0.5 -> '50%'."""
-    return f"{100 * x:g}%"
-
-
-def fmt_layers(layers: Sequence[int]) -> str:
-    """(0, 1) -> '0/1'."""
-    return "/".join(str(l) for l in layers)
 
 
 # ---- per-claim details ---------------------------------------------------------------------------
@@ -502,23 +454,19 @@ class Verdict:
         return dataclasses.replace(self, declared_deviation=deviation)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "claim": self.claim, "status": self.status.value, "status_words": self.status.words,
-            "message": self.message, "key": self.key, "margin": self.margin,
-            "figure": plain(self.figure), "failing_revisions": list(self.failing_revisions),
-            "failing_heads": list(self.failing_heads),
-            "declared_deviation": plain(self.declared_deviation), "details": plain(self.details),
-        }
+        """The one JSON form (headwatch.schema.to_data), with the status in words beside it."""
+        d = to_data(self)
+        return {"claim": d.pop("claim"), "status": d.pop("status"), "status_words": self.status.words, **d}
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Verdict":
-        claim = d["claim"]
-        return cls(claim=claim, status=Status(d["status"]), message=d["message"],
-                   details=_build(DETAILS[claim], d["details"]), key=d.get("key", ""),
-                   margin=d.get("margin"), declared_deviation=_build(Deviation, d.get("declared_deviation")),
-                   figure=_build(KeyFigure, d.get("figure")),
-                   failing_revisions=tuple(d.get("failing_revisions", ())),
-                   failing_heads=tuple(d.get("failing_heads", ())))
+    def from_dict(cls, d: Mapping[str, Any], where: str = "verdict") -> "Verdict":
+        """The verdict in ``d`` (what :meth:`to_dict` wrote), checked field by field by the one
+        converter (headwatch.schema.from_data); ``details`` by its claim's dataclass (:data:`DETAILS`)."""
+        verdict = from_data(cls, d, where)
+        if verdict.claim not in DETAILS:
+            raise InputError(f"{where}.claim: {verdict.claim!r} is not one of {', '.join(DETAILS)}")
+        return dataclasses.replace(verdict, details=from_data(DETAILS[verdict.claim], verdict.details,
+                                                              f"{where}.details"))
 
 
 # ---- declared deviations ---------------------------------------------------------------------------
@@ -558,37 +506,3 @@ def check_deviation(verdict: Verdict, deviation: Deviation, *, one_revision_of_m
     if verdict.status is not Status.FAILS:
         measured.insert(0, f"the claim {verdict.status.words}")
     return DeviationCheck(ok, deviation.expected(), "; ".join(measured))
-
-
-# ---- JSON form of the details ----------------------------------------------------------------------
-
-
-def plain(value: Any) -> Any:
-    """Dataclasses, mappings and tuples as JSON-able dicts and lists."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, Mapping):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    return value
-
-
-def _build(tp: Any, value: Any) -> Any:
-    """The inverse of :func:`plain` for the annotation ``tp``."""
-    if value is None:
-        return None
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        inner = [a for a in typing.get_args(tp) if a is not type(None)]
-        return _build(inner[0], value) if len(inner) == 1 else value
-    if dataclasses.is_dataclass(tp):
-        hints = typing.get_type_hints(tp)
-        return tp(**{f.name: _build(hints[f.name], value[f.name]) for f in dataclasses.fields(tp) if f.name in value})
-    if origin is tuple:
-        (item, *_) = typing.get_args(tp)
-        return tuple(_build(item, v) for v in value)
-    if origin in (Mapping, dict, typing.Mapping):
-        _, item = typing.get_args(tp)
-        return {k: _build(item, v) for k, v in value.items()}
-    return value

@@ -292,7 +292,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     if not wanted(config) or getattr(config, "workerinput", None) is not None:
         return None
     s = state(config)
-    hub = [m for m in s.selection if m.source == "hub"]
+    hub = [m for m in s.selection if m.origin.downloads]
     if not hub:
         return None
     from headwatch.fixtures.estimate import estimate_models

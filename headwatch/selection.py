@@ -277,7 +277,7 @@ class Selection:
             models = [_part_of(whole[m.id], m) for m in panels.select(
                 [panels.Panel("selection", Path("."), tuple(models))], revisions=self.choices.revisions)]
         for m in models:  # revisions the source does not have: one error listing them all, before any work
-            if list_branches or m.source == "reference":  # otherwise the Hub is not asked
+            if list_branches or m.origin.reads_records:  # otherwise the Hub is not asked
                 provider.refuse_missing_revisions(m)
         self.models, self.resolved = models, not any(m.revision_query for m in models)
         for m in models:

@@ -131,6 +131,15 @@ FORMATION = "formation"
 BOS_SHAPES: tuple[str, ...] = ("ramp", "step")
 
 
+def _doc(doc: str, **more: object) -> dict[str, object]:
+    """A field's metadata for the panel schema (headwatch.schema, which says what each key means;
+    this module imports nothing of headwatch's): its meaning, bounds, allowed values, an example."""
+    return {"doc": doc, **more}
+
+
+_RATE = _doc("the paper's top-1 rate", min=0, max=1, allowed="a rate from 0 to 1 (top-1 as a fraction, not a percentage)")
+
+
 @dataclass(frozen=True)
 class Deviation:
     """A declared known deviation: why, and what the panel expects to be measured.
@@ -142,10 +151,13 @@ class Deviation:
     claim test xfails strictly only when the measured verdict fails and matches every given field.
     """
 
-    reason: str
-    key: tuple[float, float] | None = None
-    revisions: tuple[str, ...] | None = None
-    heads: tuple[str, ...] | None = None
+    reason: str = field(metadata=_doc("why the deviation is expected (shown with the xfail)", example="why"))
+    key: tuple[float, float] | None = field(default=None, metadata=_doc(
+        "the claim's key figure lies in [lo, hi]", allowed="[lo, hi] (numbers)", example=[0.4, 0.8]))
+    revisions: tuple[str, ...] | None = field(default=None, metadata=_doc("exactly these revisions fail",
+                                                                          example=["step1200"]))
+    heads: tuple[str, ...] | None = field(default=None, metadata=_doc("exactly these heads are the failing ones",
+                                                                      example=["L0_H0"]))
 
     def expected(self) -> str:
         """What the declaration expects, in words: 'key in [0.3, 0.6]; revisions step1200; heads L0_H0'."""
@@ -164,8 +176,11 @@ class FormationWindow:
     """Where t_induction must lie: between two revisions (inclusive, by tokens seen) or between two
     fractions of the training tokens (inclusive). Exactly one is set."""
 
-    revisions: tuple[str, str] | None = None
-    fraction: tuple[float, float] | None = None
+    revisions: tuple[str, str] | None = field(default=None, metadata=_doc(
+        "t_induction between these revisions (inclusive)", allowed="two revisions [first, last]"))
+    fraction: tuple[float, float] | None = field(default=None, metadata=_doc(
+        "t_induction between these fractions of the training tokens (inclusive)", min=0, max=1,
+        allowed="[lo, hi]: fractions of training, which lie in [0, 1]"))
 
     def describe(self) -> str:
         if self.revisions is not None:
@@ -187,13 +202,21 @@ class Formation:
     that one to the final has a BOS head.
     """
 
-    min_induction_heads_final: int | None = None
-    formed_within: FormationWindow | None = None
-    none_at_first: bool = False
-    min_top1_final: float | None = None
-    min_bos_heads_final: int | None = None
-    bos_after_induction: bool = False
-    bos_persists: bool = False
+    min_induction_heads_final: int | None = field(default=None, metadata=_doc(
+        "heads at induction selectivity >= 50 at the final revision", min=1, example=3))
+    formed_within: FormationWindow | None = field(default=None, metadata=_doc(
+        "t_induction between (inclusive), or { fraction = [0.05, 0.9] } of the training tokens",
+        allowed='{ revisions = ["stepA", "stepB"] } or { fraction = [lo, hi] }',
+        example={"revisions": ["step100", "step1500"]}))
+    none_at_first: bool = field(default=False, metadata=_doc("no induction head at the first revision", example=True))
+    min_top1_final: float | None = field(default=None, metadata=_doc(
+        "task top-1 at the final revision", min=0, max=1, allowed="a top-1 rate, which lies in [0, 1]", example=0.5))
+    min_bos_heads_final: int | None = field(default=None, metadata=_doc(
+        "sink organisms: BOS heads (first-token >= 30) at the final revision", min=1, example=1))
+    bos_after_induction: bool = field(default=False, metadata=_doc(
+        "sink organisms: the first BOS head comes strictly after t_induction", example=True))
+    bos_persists: bool = field(default=False, metadata=_doc(
+        "sink organisms: a BOS head at every revision after the first one", example=True))
 
 
 @dataclass(frozen=True)
@@ -201,9 +224,9 @@ class PaperTop1:
     """Top-1 rates the paper reports for the causal check (docs/SPEC.md §4), printed beside the
     records' own ("paper reports"), never used to judge."""
 
-    baseline: float
-    circuit: float
-    matched_random: float
+    baseline: float = field(metadata=_RATE)
+    circuit: float = field(metadata=_RATE)
+    matched_random: float = field(metadata=_RATE)
 
 
 @dataclass(frozen=True)
@@ -220,15 +243,31 @@ class Expectations:
     check is then not applicable rather than not established).
     """
 
-    bos_shape: str | None = None
-    dclm: bool = False
-    xfail: Mapping[str, Deviation] = field(default_factory=dict)
-    paper_f4_tokens: float | None = None
-    f3_min_ratio: float | None = None
-    f4_max_fraction: float | None = None
-    formation: Formation | None = None
-    paper_top1: PaperTop1 | None = None
-    no_matched_random: str | None = None
+    bos_shape: str | None = field(default=None, metadata=_doc(
+        '"ramp" | "step" | omitted (no expectation)', choices=BOS_SHAPES, example="ramp"))
+    dclm: bool = field(default=False, metadata=_doc("trained on DCLM (F3 applies)", example=False))
+    xfail: Mapping[str, Deviation] = field(default_factory=dict, metadata=_doc(
+        "claim (or claim@revision) -> a known deviation",
+        allowed='a table naming what the deviation looks like, not only why: { reason = "...", key = [lo, hi] } or '
+                '{ reason = "...", revisions = ["step1200"] } or { reason = "...", heads = ["L0_H0"] } (any of key / '
+                "revisions / heads, at least one)"))
+    paper_f4_tokens: float | None = field(default=None, metadata=_doc(
+        "optional: the paper table's F4 tokens, reported beside ours", min=0, above=True,
+        allowed="a finite number of tokens > 0", example=6.3e9))
+    f3_min_ratio: float | None = field(default=None, metadata=_doc(
+        "optional: this model's F3 bar (default: SPEC's)", min=0, above=True, allowed="a finite ratio > 0",
+        example=10))
+    f4_max_fraction: float | None = field(default=None, metadata=_doc(
+        "optional: this model's F4 bar (default: SPEC's)", min=0, above=True, max=1,
+        allowed="a finite share of training > 0 and <= 1", example=0.025))
+    formation: Formation | None = field(default=None, metadata=_doc(
+        "what a model organism must show before its claims are judged"))
+    paper_top1: PaperTop1 | None = field(default=None, metadata=_doc(
+        "optional: the paper's causal top-1 rates, printed beside the records'",
+        example={"baseline": 0.0405, "circuit": 0.0025, "matched_random": 0.044}))
+    no_matched_random: str | None = field(default=None, metadata=_doc(
+        'optional: this model has no matched-random control (the causal check is then not applicable, not "not '
+        'established")', example="why"))
 
     @property
     def min_ratio(self) -> float:

@@ -16,14 +16,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import errno
-import functools
 import math
+import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from headwatch.spec import CLAIMS, PROBE_RUN
+from headwatch.spec import CLAIMS, PROBE_RUN, SPEC
 
 #: Load/probe dtypes (``--dtype``, a panel's ``dtype``, ``[models.probe] dtype``).
 DTYPES: tuple[str, ...] = ("float32", "float16", "bfloat16")
@@ -268,8 +268,6 @@ MAX_EXAMPLES_ENV = "HEADWATCH_MAX_EXAMPLES"
 
 def run_bound(field: str) -> int:
     """The bound of ``field`` for one run (:data:`RUN_BOUNDS`; n_examples raised by ``HEADWATCH_MAX_EXAMPLES``)."""
-    import os
-
     text = os.environ.get(MAX_EXAMPLES_ENV, "").strip() if field == "n_examples" else ""
     if not text:
         return RUN_BOUNDS[field]
@@ -298,8 +296,6 @@ def check_run_size(values: Mapping[str, Any], name: Callable[[str], str] = str) 
 
 def _default(key: str) -> int:
     """SPEC's value of a run-bounded field (ProbeSettings' default)."""
-    from headwatch.spec import SPEC
-
     return getattr(PROBE_RUN, key) if hasattr(PROBE_RUN, key) else getattr(SPEC, key)
 
 
@@ -478,93 +474,3 @@ def device(value: str, where: str = "--device") -> str:
 def finite_tokens(value: float | None, where: str) -> float | None:
     """Tokens seen as a user states them: None (unknown) or a finite number >= 0."""
     return None if value is None else TOKENS.check(value, where)
-
-
-# ---- data read from files (records, reference folders) -------------------------------------------
-
-
-def from_data(tp: Any, value: Any, where: str, rule: Rule | None = None) -> Any:
-    """``value`` (parsed JSON) checked against the type hint ``tp`` and built into it.
-
-    Data-driven: a dataclass is checked field by field from its own type hints (one description of
-    the fields, the class itself), so a field added to a record is validated with no further code.
-    A field without a default is required; a key the class does not know is ignored (files written
-    by a newer headwatch stay readable). Floats must be finite. ``rule`` (a dataclass field's
-    ``metadata["rule"]``, or its entry in the class's ``FIELD_RULES`` mapping) further bounds every
-    number or string inside that field. Lists become
-    tuples where the hint says tuple. InputError names the path to the bad value.
-    """
-    import types
-    import typing
-
-    if tp in _BASE_RULES:  # the leaves: most of a record, so checked first
-        checked = _BASE_RULES[tp].check(value, where)
-        return rule.check(checked, where) if rule is not None else checked
-    origin = typing.get_origin(tp)
-    if tp is Any:
-        return value
-    if origin in (typing.Union, types.UnionType):
-        options = typing.get_args(tp)
-        if value is None and type(None) in options:
-            return None
-        errors = []
-        for option in (o for o in options if o is not type(None)):
-            try:
-                return from_data(option, value, where, rule)
-            except InputError as e:
-                errors.append(str(e))
-        raise InputError(errors[0] if len(errors) == 1 else
-                         f"{where}: got {_short(value)}; allowed: {' or '.join(_describe(o) for o in options)}")
-    if dataclasses.is_dataclass(tp):
-        if not isinstance(value, Mapping):
-            raise InputError(f"{where}: got {_short(value)}; allowed: an object with keys "
-                             f"{', '.join(f.name for f in dataclasses.fields(tp))}")
-        hints = _type_hints(tp)
-        kwargs = {}
-        for f in dataclasses.fields(tp):
-            if not f.init:
-                continue
-            required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-            if f.name not in value:
-                if required:
-                    raise InputError(f"{where}: the required key {f.name!r} is missing")
-                continue
-            rule_of = f.metadata.get("rule") or getattr(tp, "FIELD_RULES", {}).get(f.name)
-            kwargs[f.name] = from_data(hints[f.name], value[f.name], f"{where}.{f.name}", rule_of)
-        return tp(**kwargs)
-    if origin in (dict, Mapping) or tp is dict:
-        key_tp, value_tp = typing.get_args(tp) or (Any, Any)
-        if not isinstance(value, Mapping):
-            raise InputError(f"{where}: got {_short(value)}; allowed: an object")
-        return {from_data(key_tp, k, f"{where} key", None): from_data(value_tp, v, f"{where}[{k!r}]", rule)
-                for k, v in value.items()}
-    if origin in (list, tuple) or tp in (list, tuple):
-        args = typing.get_args(tp)
-        item_tp = args[0] if args else Any
-        if not isinstance(value, (list, tuple)):
-            raise InputError(f"{where}: got {_short(value)}; allowed: a list")
-        items = [from_data(item_tp, v, f"{where}[{i}]", rule) for i, v in enumerate(value)]
-        return tuple(items) if origin is tuple or tp is tuple else items
-    raise TypeError(f"from_data cannot check type {tp!r} at {where}")  # a programming error, not input
-
-
-_BASE_RULES: dict[type, Rule] = {int: Rule(int, "an integer"), float: Rule(float, "a finite number"),
-                                  str: Rule(str, "a string"), bool: Rule(bool, "true or false")}
-
-
-@functools.lru_cache(maxsize=None)
-def _type_hints(cls: type) -> dict[str, Any]:
-    """A dataclass's resolved field types, once per class (resolving is most of the cost of a read)."""
-    import typing
-
-    return typing.get_type_hints(cls)
-
-
-def _describe(tp: Any) -> str:
-    return {int: "an integer", float: "a finite number", str: "a string", bool: "true or false",
-            type(None): "null"}.get(tp, getattr(tp, "__name__", str(tp)))
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."

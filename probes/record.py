@@ -13,7 +13,8 @@ from typing import Any, ClassVar
 
 from headwatch.files import UnreadableFile, parse_json, read_json, write_json_atomic
 from headwatch.spec import PROBE_RUN, SPEC
-from headwatch.validation import PROBE_RULES, InputError, Rule, from_data, integer, number
+from headwatch.schema import from_data, key, to_data
+from headwatch.validation import PROBE_RULES, InputError, Rule, integer, number
 
 SCHEMA = "headwatch.measurement/2"
 #: Older schemas this module still reads: /1 records have no intervals, counts or sink score.
@@ -65,44 +66,31 @@ class ProbeSettings:
     ids [100, 10000), seed 42.
     """
 
-    #: [§1] examples in the induction batch (N).
-    n_examples: int = PROBE_RUN.n_examples
-    #: [§1] their length T; the query is position T-1.
-    seq_len: int = PROBE_RUN.seq_len
-    #: [§1] lowest token id drawn.
-    vocab_lo: int = PROBE_RUN.vocab_lo
-    #: [§1] token ids are drawn below this (exclusive).
-    vocab_hi: int = PROBE_RUN.vocab_hi
-    #: [§1] numpy RandomState seed of the batch.
-    seed: int = PROBE_RUN.seed
-    #: [§3] examples (the first n_pr of the batch) whose head outputs enter the participation ratio.
-    n_pr: int = PROBE_RUN.n_pr
-    #: Examples per forward pass: memory, not numbers (not in the cache key).
-    batch_size: int = 16
-    #: The dtype the model computes in.
-    dtype: str = "float32"
-    #: [§2] positions the baseline attention is averaged over.
-    baseline_positions: int = PROBE_RUN.baseline_positions
-    #: [§2] RandomState seed that draws them.
-    baseline_seed: int = PROBE_RUN.baseline_seed
-    #: The SPEC's thresholds (headwatch.spec, which says why they are recorded here too).
-    label_threshold: float = SPEC.label
-    induction_threshold: float = SPEC.induction
-    previous_token_threshold: float = SPEC.previous_token
-    bos_threshold: float = SPEC.bos
-    #: [§4] run the group ablations (final revisions need them; early ones may skip).
-    ablation: bool = True
-    #: [§4] RandomState seed of the matched-random heads.
-    ablation_seed: int = PROBE_RUN.ablation_seed
-    #: Level of every interval (headwatch.stats).
-    interval_level: float = SPEC.interval_level
-    #: Bootstrap resamples over examples (0: no bootstrap intervals; exact top-1 intervals are
-    #: always given).
-    n_bootstrap: int = SPEC.n_bootstrap
-    #: Seed of the bootstrap's resampling.
-    bootstrap_seed: int = SPEC.bootstrap_seed
-    #: Examples (the first ones of the batch) on which Sink_1^eps is computed (0: not computed).
-    sink_examples: int = SPEC.sink_examples
+    n_examples: int = key(PROBE_RUN.n_examples, doc="[§1] examples in the induction batch (N)")
+    seq_len: int = key(PROBE_RUN.seq_len, doc="[§1] their length T; the query is position T-1")
+    vocab_lo: int = key(PROBE_RUN.vocab_lo, doc="[§1] lowest token id drawn")
+    vocab_hi: int = key(PROBE_RUN.vocab_hi, doc="[§1] token ids are drawn below this (exclusive)")
+    seed: int = key(PROBE_RUN.seed, doc="[§1] numpy RandomState seed of the batch")
+    n_pr: int = key(PROBE_RUN.n_pr, doc="[§3] examples (the first n_pr of the batch) whose head outputs enter the "
+                                        "participation ratio", example=500)
+    batch_size: int = key(16, doc="examples per forward pass: memory, not numbers (not in the cache key)")
+    dtype: str = key("float32", doc="the dtype the model computes in")
+    baseline_positions: int = key(PROBE_RUN.baseline_positions,
+                                  doc="[§2] positions the baseline attention is averaged over")
+    baseline_seed: int = key(PROBE_RUN.baseline_seed, doc="[§2] RandomState seed that draws them")
+    #: The SPEC's thresholds (headwatch.spec, which says why they are recorded here too); a panel may not set them.
+    label_threshold: float = key(SPEC.label, doc="SPEC's head-label threshold")
+    induction_threshold: float = key(SPEC.induction, doc="SPEC's induction threshold")
+    previous_token_threshold: float = key(SPEC.previous_token, doc="SPEC's previous-token threshold")
+    bos_threshold: float = key(SPEC.bos, doc="SPEC's BOS threshold")
+    ablation: bool = key(True, doc="[§4] run the group ablations (final revisions need them; early ones may skip)")
+    ablation_seed: int = key(PROBE_RUN.ablation_seed, doc="[§4] RandomState seed of the matched-random heads")
+    interval_level: float = key(SPEC.interval_level, doc="level of every interval (headwatch.stats)")
+    n_bootstrap: int = key(SPEC.n_bootstrap, doc="bootstrap resamples over examples (0: no bootstrap intervals; exact "
+                                                 "top-1 intervals are always given)")
+    bootstrap_seed: int = key(SPEC.bootstrap_seed, doc="seed of the bootstrap's resampling")
+    sink_examples: int = key(SPEC.sink_examples, doc="examples (the first ones of the batch) on which Sink_1^eps is "
+                                                     "computed (0: not computed)")
 
     #: What each field may be (headwatch.validation, the one rule set); checked on reading a record.
     FIELD_RULES: ClassVar[dict[str, Rule]] = PROBE_RULES
@@ -156,22 +144,6 @@ class RecordIntervals:
     induction_heads: Bounds | None = None
     task_top1: Bounds | None = None
     ablation_top1: dict[str, Bounds] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "RecordIntervals":
-        def pair(v: Any) -> Bounds | None:
-            return None if v is None else (float(v[0]), float(v[1]))
-
-        return cls(
-            level=float(d["level"]), methods=dict(d["methods"]),
-            selectivity={h: {c: pair(b) for c, b in cls_.items()} for h, cls_ in d.get("selectivity", {}).items()},
-            bos_fraction=pair(d.get("bos_fraction")), induction_heads=pair(d.get("induction_heads")),
-            task_top1=pair(d.get("task_top1")),
-            ablation_top1={k: pair(v) for k, v in d.get("ablation_top1", {}).items()},
-        )
 
 
 @dataclass(frozen=True)
@@ -242,9 +214,8 @@ class MeasurementRecord:
 
     # ---- JSON round trip -------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["schema"] = SCHEMA
-        return d
+        """The record as JSON data (headwatch.schema.to_data), with its schema."""
+        return {**to_data(self), "schema": SCHEMA}
 
     @classmethod
     def from_dict(cls, d: Any, where: str = "record") -> "MeasurementRecord":

@@ -13,6 +13,7 @@ import time
 import warnings
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -23,6 +24,7 @@ from headwatch.fixtures.panels import load_panel
 from headwatch.fixtures.provider import Provider, ProviderOptions
 from headwatch.probes.record import HEAD_CLASSES, PROBE_VERSION, MeasurementRecord, ProbeSettings
 from headwatch.validation import InputError
+from headwatch_testing.sync import Gate, Signal
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -86,11 +88,13 @@ def test_entry_for_another_key_is_corrupt(tmp_path):
         assert c.lookup(key()) is None
 
 
-def test_refresh_recomputes_only_entries_older_than_the_run(tmp_path):
+def test_refresh_recomputes_only_entries_older_than_the_run(tmp_path, monkeypatch):
+    now = [1000.0]  # the cache's clock, moved by the test: no sleep for the clock to tick
+    clock = {k: getattr(time, k) for k in dir(time) if not k.startswith("_")}
+    monkeypatch.setattr(cache_mod, "time", SimpleNamespace(**{**clock, "time": lambda: now[0]}))
     c = MeasurementCache(tmp_path)
     c.get_or_compute(key("old"), record)
-    since = time.time() + 0.01
-    time.sleep(0.02)
+    since = now[0] = 1001.0  # the refresh run starts
     c.get_or_compute(key("new"), record)  # written by another worker during this refresh run
     assert c.get_or_compute(key("old"), record, refresh_since=since).status == "refreshed"
     assert c.get_or_compute(key("new"), record, refresh_since=since).status == "hit"
@@ -158,27 +162,26 @@ def test_a_file_where_an_entry_folder_should_be_is_named(tmp_path):
 # ---- processes -----------------------------------------------------------------------------------
 
 
-def wait_for(ready, procs, seconds: float = 120) -> None:
-    """Until ``ready()`` (the children's readiness signal); fails if one of ``procs`` dies first."""
-    deadline = time.monotonic() + seconds
-    while not ready():
-        assert all(p.poll() is None for p in procs), "a child ended before it was ready"
-        assert time.monotonic() < deadline, "the children were not ready in time"
-        time.sleep(0.01)
-
-
 RACE = textwrap.dedent("""
-    import os, sys, time
+    import fcntl, os, sys
+    from types import SimpleNamespace
+    import headwatch.fixtures.cache as cache_module
     from headwatch.fixtures.cache import CacheKey, MeasurementCache
     from headwatch.probes.record import HEAD_CLASSES, MeasurementRecord, ProbeSettings
+    from headwatch_testing.sync import Gate, Signal
     log, root = sys.argv[1], sys.argv[2]
-    open(log + f".ready-{os.getpid()}", "w").close()
-    while not os.path.exists(os.path.join(root, "go")):
-        time.sleep(0.01)
+    ready, go, blocked = Signal.from_arg(sys.argv[3]), Gate.from_arg(sys.argv[4]), Signal.from_arg(sys.argv[5])
+    def flock(fd, op):  # the cache's lock: say so just before blocking behind the other process
+        if op == fcntl.LOCK_EX:
+            blocked.set()
+        return fcntl.flock(fd, op)
+    cache_module.fcntl = SimpleNamespace(**{k: getattr(fcntl, k) for k in dir(fcntl) if k.isupper()}, flock=flock)
+    ready.set()
+    go.wait()
     def compute():
         with open(log, "a") as f:
             f.write(f"{os.getpid()}\\n")
-        time.sleep(1.0)  # the window in which the other process reaches the lock and waits
+        blocked.wait()  # the other process has reached the lock and waits behind this one
         return MeasurementRecord("org/m", "step1", None, 1, 1, 4,
                                  {"L0_H0": {c: float(os.getpid()) for c in HEAD_CLASSES}})
     r = MeasurementCache(root).get_or_compute(CacheKey.make("org/m", "step1", "c" * 40, ProbeSettings()), compute)
@@ -191,11 +194,12 @@ def test_two_processes_compute_one_entry_once(tmp_path):
     script = tmp_path / "race.py"
     script.write_text(RACE)
     log = tmp_path / "log"
-    procs = [subprocess.Popen([sys.executable, str(script), str(log), str(tmp_path / "c")],
-                              stdout=subprocess.PIPE, text=True) for _ in range(2)]
-    wait_for(lambda: len(list(tmp_path.glob("log.ready-*"))) == 2, procs)  # both at the start line
-    (tmp_path / "c").mkdir(exist_ok=True)
-    (tmp_path / "c" / "go").write_text("")
+    ready, go, blocked = Signal(), Gate(), Signal()
+    procs = [subprocess.Popen([sys.executable, str(script), str(log), str(tmp_path / "c"), ready.arg, go.arg,
+                               blocked.arg], stdout=subprocess.PIPE, text=True,
+                              pass_fds=(*ready.fds, *go.fds, *blocked.fds)) for _ in range(2)]
+    ready.wait(2, procs=procs)  # both at the start line
+    go.open()
     outs = [p.communicate(timeout=60)[0].split() for p in procs]
     assert all(p.returncode == 0 for p in procs)
     assert len(log.read_text().split()) == 1  # computed once
@@ -205,15 +209,21 @@ def test_two_processes_compute_one_entry_once(tmp_path):
 
 
 PANEL_RUN = textwrap.dedent("""
-    import sys, time
+    import signal, sys
     from headwatch.fixtures.panels import load_panel
     from headwatch.fixtures.provider import Provider, ProviderOptions
     from headwatch.probes.measure import measure
+    from headwatch_testing.sync import Signal
     panel_file, cache_dir, log = sys.argv[1:4]
+    in_flight = Signal.from_arg(sys.argv[4]) if len(sys.argv) > 4 else None
+    started = []
     def slow_measure(model, settings, **kw):
         with open(log, "a") as f:
             f.write(kw["revision"] + "\\n")
-        time.sleep(1.5)
+        started.append(kw["revision"])
+        if in_flight is not None and len(started) == 3:  # two entries written, the third in flight
+            in_flight.set()
+            signal.pause()  # until the test kills this run
         return measure(model, settings, **kw)
     pm = load_panel(panel_file).models[0]
     opts = ProviderOptions(cache_dir=cache_dir, device="cpu", progress=False, measure_fn=slow_measure)
@@ -241,12 +251,12 @@ def test_interrupted_panel_run_resumes_with_only_the_missing_entries(tmp_path):
     args = [sys.executable, str(script), str(panel_file), str(cache_dir), str(log)]
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
 
-    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    in_flight = Signal()
+    proc = subprocess.Popen([*args, in_flight.arg], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True, pass_fds=in_flight.fds)
     entries = lambda: sorted(cache_dir.glob("measurements/*/*.json"))
-    deadline = time.time() + 240
-    while len(entries()) < 2 and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.05)
-    os.kill(proc.pid, signal.SIGKILL)  # mid-run: some entries done, one in flight
+    in_flight.wait(procs=[proc], timeout=240)
+    os.kill(proc.pid, signal.SIGKILL)  # mid-run: two entries done, the third in flight
     proc.wait()
     done_before = len(entries())
     started_before = log.read_text().split()
@@ -331,14 +341,13 @@ def test_offline_measurement_whose_checkpoint_is_gone(tmp_path, monkeypatch):
 # ---- no locks needed: many writers, one entry, readers never see part of it ----------------------
 
 WRITER = textwrap.dedent("""
-    import sys, time
+    import sys
     from headwatch.fixtures.cache import CacheKey, MeasurementCache
     from headwatch.probes.record import HEAD_CLASSES, MeasurementRecord, ProbeSettings
-    root, n, go = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-    import os
-    open(go + f".ready-{os.getpid()}", "w").close()
-    while not os.path.exists(go):
-        time.sleep(0.005)
+    from headwatch_testing.sync import Gate, Signal
+    root, n, ready, go = sys.argv[1], int(sys.argv[2]), Signal.from_arg(sys.argv[3]), Gate.from_arg(sys.argv[4])
+    ready.set()
+    go.wait()
     cache = MeasurementCache(root, lock_dir=None)  # as on separate machines: nobody waits for anybody
     key = CacheKey.make("org/m", "step1", "c" * 40, ProbeSettings())
     big = {f"L{l}_H{h}": {c: float(l * h) for c in HEAD_CLASSES} for l in range(24) for h in range(16)}  # ~100 kB
@@ -347,11 +356,11 @@ WRITER = textwrap.dedent("""
 """)
 
 READER = textwrap.dedent("""
-    import json, os, sys, time
-    path, go, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
-    open(go + f".ready-{os.getpid()}", "w").close()
-    while not os.path.exists(go):
-        time.sleep(0.005)
+    import json, sys, time
+    from headwatch_testing.sync import Gate, Signal
+    path, seconds, ready, go = sys.argv[1], float(sys.argv[2]), Signal.from_arg(sys.argv[3]), Gate.from_arg(sys.argv[4])
+    ready.set()
+    go.wait()
     reads = partial = 0
     end = time.time() + seconds
     while time.time() < end:
@@ -376,13 +385,16 @@ def test_concurrent_writers_without_locks_leave_one_whole_entry(tmp_path):
     writer, reader = tmp_path / "w.py", tmp_path / "r.py"
     writer.write_text(WRITER)
     reader.write_text(READER)
-    root, go = tmp_path / "c", tmp_path / "go"
+    root, ready, go = tmp_path / "c", Signal(), Gate()
     cache = MeasurementCache(root, lock_dir=None)
     path = cache.path_for(key())
-    rd = subprocess.Popen([sys.executable, str(reader), str(path), str(go), "6"], stdout=subprocess.PIPE, text=True)
-    ws = [subprocess.Popen([sys.executable, str(writer), str(root), "30", str(go)]) for _ in range(4)]
-    wait_for(lambda: len(list(tmp_path.glob("go.ready-*"))) == 5, [rd, *ws])  # all five at the start line
-    go.write_text("")
+    fds = (*ready.fds, *go.fds)
+    rd = subprocess.Popen([sys.executable, str(reader), str(path), "6", ready.arg, go.arg], stdout=subprocess.PIPE,
+                          text=True, pass_fds=fds)
+    ws = [subprocess.Popen([sys.executable, str(writer), str(root), "30", ready.arg, go.arg], pass_fds=fds)
+          for _ in range(4)]
+    ready.wait(5, procs=[rd, *ws])  # all five at the start line
+    go.open()
     assert all(w.wait(timeout=120) == 0 for w in ws)
     reads, partial = map(int, rd.communicate(timeout=60)[0].split())
     assert reads > 0 and partial == 0, (reads, partial)

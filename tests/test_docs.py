@@ -108,6 +108,29 @@ def test_reference_page_is_what_the_code_says():
         f"run `{gen.COMMAND}` and commit the page")
 
 
+def test_the_panel_example_is_a_table_the_schema_accepts():
+    """docs/reference.md's annotated panel example is written from the schema's metadata; the schema's
+    own converter must accept it (every key, type and allowed value), and refuse it with one key misspelt."""
+    import tomllib
+
+    from headwatch.fixtures.panels import PanelError
+    from headwatch.fixtures.panels.parse import convert
+    from headwatch.fixtures.panels.schema import ModelEntry, PanelHeader
+
+    example = tomllib.loads(_load_generator().panel_example())
+    assert convert(PanelHeader, example["panel"], "[panel]").name == "paper"
+    (entry,) = example["models"]
+    model = convert(ModelEntry, entry, "[[models]]")
+    assert set(entry) == {"name", "description", "repo", "source", "revisions", "total_tokens", "dtype",
+                          "attn_implementation", "trust_remote_code", "allow_pickle", "hub_cache_dir", "ablation",
+                          "config", "seeds", "sizes", "seed_repos", "population", "role", "candidates", "tokens",
+                          "probe", "expect", "organism"}, "a key of the schema is missing from the example"
+    assert model.expect.xfail["F4"].key == (0.4, 0.8) and model.expect.formation.min_top1_final == 0.5
+    misspelt = {**entry, "expect": {**entry["expect"], "bos_shap": "ramp"}}
+    with pytest.raises(PanelError, match=r"unknown key\(s\) bos_shap.*did you mean 'bos_shape'"):
+        convert(ModelEntry, misspelt, "[[models]]")
+
+
 def test_no_placeholder_tokens():
     found = {str(p.relative_to(ROOT)): hits for p in tracked("*.md", "*.toml", "*.json")
              if (hits := placeholders(p.read_text(errors="replace")))}

@@ -47,7 +47,7 @@ DEFECTS: dict[tuple[str, str, str], str] = {
     ("headwatch/stats.py", "bootstrap_weights", "ValueError"): "sizes from a validated ProbeSettings",
     ("headwatch/stats.py", "nested_draw_probability", "ValueError"): "set sizes claims/trajectory counts from one "
                                                                       "validated record",
-    ("headwatch/validation.py", "from_data", "TypeError"): "a type hint from_data was not written for: a record class",
+    ("headwatch/schema.py", "_convert", "TypeError"): "a type hint from_data was not written for: a schema's class",
     ("headwatch/files.py", "refuse_non_finite", "ValueError"): "json's parse hook; every reader turns it into a "
                                                                "RecordError or a corrupt cache entry",
     ("headwatch/__main__.py", "", "SystemExit"): "python -m headwatch passing main()'s exit status on",
@@ -65,9 +65,10 @@ DEFECTS: dict[tuple[str, str, str], str] = {
     ("probes/record.py", "parse_head_key", "ValueError"): "caught on the next line and raised as an InputError",
     # the cache reader's own signals: caught in _read, the entry moved aside and recomputed
     ("fixtures/cache.py", "MeasurementCache._read", "ValueError"): "caught by _read: a corrupt entry, recomputed",
-    ("fixtures/provider.py", "Provider.locate", "ValueError"): "callers locate only models that are measured",
-    # organisms: recipes are code, not input (fixtures/organisms/__init__.py), checked when defined
-    ("fixtures/organisms/__init__.py", "Organism.tokens_seen", "ValueError"): "revisions of the recipe's own schedule",
+    ("fixtures/panels/sources.py", "Source.locate", "ValueError"): "callers locate only models whose source has "
+                                                                      "checkpoints (not one that reads records)",
+    # organisms: recipes are code, not input (fixtures/organisms/recipes.py), checked when defined
+    ("fixtures/organisms/recipes.py", "Organism.tokens_seen", "ValueError"): "revisions of the recipe's own schedule",
     ("fixtures/organisms/data.py", "DataSpec.__post_init__", "ValueError"): "a recipe constant",
     ("fixtures/organisms/growth.py", "GrowthSpec.__post_init__", "ValueError"): "a recipe constant",
     ("fixtures/organisms/head_dropout.py", "HeadDropout.__init__", "ValueError"): "a recipe constant",

@@ -14,8 +14,9 @@ import dataclasses
 import pytest
 
 from headwatch.claims import trajectory as T
+from headwatch.formatting import fmt_tokens
 from headwatch.claims.judge import (
-    fmt_tokens, judge_causal, judge_f1, judge_f1_revision, judge_f2, judge_f3, judge_f4, judge_f5, judge_formation,
+    judge_causal, judge_f1, judge_f1_revision, judge_f2, judge_f3, judge_f4, judge_f5, judge_formation,
     judge_model, not_judged, status_word, surprises,
 )
 from headwatch.claims.synthetic import (

@@ -50,7 +50,7 @@ def test_the_bound_is_confirmed_by_the_environment_and_its_value_checked(monkeyp
 
 def test_records_measured_with_more_stay_readable(monkeypatch):
     """The bound is on runs, not records: a record made under a raised bound is read as it is."""
-    from headwatch.validation import from_data
+    from headwatch.schema import from_data
 
     monkeypatch.delenv(validation.MAX_EXAMPLES_ENV, raising=False)
     settings = from_data(ProbeSettings, {"n_examples": 5_000_000}, "record.settings")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 
 import pytest
 import torch
@@ -142,7 +141,7 @@ def test_ensure_trained_trains_only_what_is_missing(tmp_path, monkeypatch):
 # ---- the runner: children, progress lines, the lock ------------------------------------------------
 
 FAKE_CHILD = """
-import sys, time
+import signal, sys, time
 from headwatch.fixtures.organisms.runner import Progress
 args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
 family, seed = args["--family"], int(args["--seed"])
@@ -150,7 +149,9 @@ print("some library chatter", flush=True)
 for i, step in enumerate((0, 5, 10)):
     print(Progress("checkpoint", family, seed, step=step, total=10, revision=f"step{step}", checkpoint=i + 1,
                    checkpoints=3, elapsed=0.1 * i, eta=None if i == 0 else 1.0).to_line(), flush=True)
-    time.sleep(30 if family == "endless" else 0.05)
+    if family == "endless":
+        signal.pause()  # trains until it is stopped
+    time.sleep(0.05)  # a little training between checkpoints
 if family == "broken":
     print("Traceback: it broke", flush=True)
     sys.exit(3)
@@ -214,12 +215,12 @@ def test_background_training_holds_each_lock_until_its_child_ends(fake_child, tm
 
 @pytest.mark.slow
 def test_background_training_cancelled_stops_its_children_and_frees_the_locks(fake_child, tmp_path):
+    import threading
+
     job = runner.TrainingJob("endless", 0, tmp_path)
-    seen = []
-    training = runner.BackgroundTraining([job], report=seen.append, module=fake_child).start()
-    deadline = time.monotonic() + 60
-    while not seen and time.monotonic() < deadline:  # its first checkpoint: the child is running
-        time.sleep(0.05)
+    running = threading.Event()
+    training = runner.BackgroundTraining([job], report=lambda p: running.set(), module=fake_child).start()
+    assert running.wait(60), "the child never reported"  # its first checkpoint: the child is running
     error = training.cancel()
     assert isinstance(error, runner.TrainingCancelled) and "endless seed 0 stopped" in str(error), error
     assert training.finished(job) and not training.running
@@ -263,12 +264,19 @@ def test_child_trains_under_a_lock_and_reports_each_checkpoint(tmp_path, monkeyp
     lock_path.parent.mkdir(parents=True)
     with open(lock_path, "a+") as held:  # another process is training olmo seed 0 ...
         fcntl.flock(held, fcntl.LOCK_EX)
+        blocked, flock = threading.Event(), fcntl.flock
+
+        def flock_and_say(fd, op):  # the child's blocking wait for the lock: signalled as it starts
+            if op == fcntl.LOCK_EX:
+                blocked.set()
+            return flock(fd, op)
+
+        monkeypatch.setattr(fcntl, "flock", flock_and_say)
         waiter = threading.Thread(target=runner.child_main, args=(args,))
         waiter.start()
-        said, deadline = "", time.monotonic() + 60
-        while '"waiting"' not in said and waiter.is_alive() and time.monotonic() < deadline:
-            said += capsys.readouterr().out  # its readiness: the "waiting" line, printed before it blocks
-            time.sleep(0.01)
+        assert blocked.wait(60), "the child never reached the lock"
+        monkeypatch.setattr(fcntl, "flock", flock)
+        said = capsys.readouterr().out  # the "waiting" line, printed before it blocks
         assert '"waiting"' in said and waiter.is_alive(), said  # ... so this one waits
         train(organism.recipe, seed=0, cache_dir=tmp_path, progress=False)
         fcntl.flock(held, fcntl.LOCK_UN)

@@ -125,3 +125,66 @@ def test_organism_revisions_are_checked_against_the_recipe_without_training(tmp_
 ])
 def test_names_are_listed_compactly(names, expected):
     assert compact(names) == expected
+
+
+# ---- population entries that would count one checkpoint twice, write outside --out, or never end -------
+# (issue 35.2: seed_repos giving several seeds one repo, a population name with path parts, and a
+# placeholder with a width such as {seed:0999999999}, which built 10 MB names or hung)
+
+POPULATION_REVS = 'revisions = ["step0", "step1"]\ntokens = { per_step = 1 }\n'
+POPULATION_REFUSALS = {
+    "seed_repos, one repo for two seeds": ('repo = "o/p{seed}"\nseeds = [1, 2, 3]\nseed_repos = { 1 = "o/x", 2 = "o/x" }\n',
+                                           "seeds 1, 2 load the same repo 'o/x'"),
+    "seed_repos, the template's repo of another seed": ('repo = "o/p{seed}"\nseeds = [1, 2]\nseed_repos = { 1 = "o/p2" }\n',
+                                                        "seeds 1, 2 load the same repo 'o/p2'"),
+    "population with a slash": ('repo = "o/p{seed}"\nseeds = [1, 2]\npopulation = "a/b"\n', "no path parts"),
+    "population climbing out": ('repo = "o/p{seed}"\nseeds = [1, 2]\npopulation = "../../x"\n', "no path parts"),
+    "population with a size template and a slash": ('name = "p-{size}"\nrepo = "o/p{size}{seed}"\nseeds = [1]\n'
+                                                    'sizes = ["1m"]\npopulation = "x/{size}"\n', "no path parts"),
+    "a width": ('repo = "o/p{seed:0999999999}"\nseeds = [1]\n', r"gives the placeholder \{seed:0999999999\} a format"),
+    "a conversion": ('repo = "o/p{seed!r}"\nseeds = [1]\n', "a format"),
+    "a nested width": ('name = "p-{size}"\nrepo = "o/p{seed:{size}}"\nseeds = [1]\nsizes = ["1m"]\n', "a format"),
+    "an attribute": ('repo = "o/p{seed.real}"\nseeds = [1]\n', r"placeholder \{seed.real\}; allowed"),
+}
+
+
+@pytest.mark.parametrize("case", list(POPULATION_REFUSALS))
+def test_population_entries_that_would_miscount_escape_or_hang_are_refused(case):
+    body, says = POPULATION_REFUSALS[case]
+    text = "[[models]]\n" + ("" if body.startswith("name") else 'name = "p"\n') + body + POPULATION_REVS
+    with pytest.raises(PanelError, match=says) as info:
+        parse(text)
+    assert len(str(info.value)) < 600
+
+
+def test_two_entries_of_one_population_on_one_repo_are_refused():
+    text = ('[[models]]\nname = "p"\nrepo = "o/p{seed}"\nseeds = [1, 2]\n' + POPULATION_REVS
+            + '[[models]]\nname = "q"\nrepo = "o/p1"\npopulation = "p"\nrole = "candidate"\n' + POPULATION_REVS)
+    with pytest.raises(PanelError, match="members p-seed1, q load the same repo 'o/p1'"):
+        parse(text)
+
+
+def test_a_megabyte_width_is_refused_at_once_with_a_short_message():
+    import time
+
+    started = time.process_time()
+    with pytest.raises(PanelError, match="a format") as info:
+        parse('[[models]]\nname = "p"\nrepo = "o/p{seed:0' + "9" * 1_000_000 + '}"\nseeds = [1]\n' + POPULATION_REVS)
+    assert time.process_time() - started < 5 and len(str(info.value)) < 600
+
+
+def test_distinct_repos_and_plain_population_names_are_accepted():
+    models = parse('[[models]]\nname = "p"\nrepo = "o/p{seed}"\nseeds = [1, 2, 1234]\nseed_repos = { 1234 = "o/p" }\n'
+                   'population = "pythia.160m_x-1"\n' + POPULATION_REVS).models
+    assert [m.repo for m in models] == ["o/p1", "o/p2", "o/p"]
+    assert {m.member.population for m in models} == {"pythia.160m_x-1"}
+
+
+def test_a_panel_of_a_million_stray_keys_or_a_megabyte_name_gets_a_short_message():
+    stray = "".join(f"k{i} = 1\n" for i in range(100_000))
+    with pytest.raises(PanelError, match=r"unknown key\(s\) k0, k1, .* and 99990 more") as info:
+        parse('[[models]]\nname = "m"\nrepo = "o/m"\nrevisions = ["step1"]\n' + stray)
+    assert len(str(info.value)) < 1000
+    with pytest.raises(PanelError, match="used in test ids") as info:
+        parse(f'[[models]]\nname = "{"x" * 1_000_000} y"\nrepo = "o/m"\nrevisions = ["step1"]\n')
+    assert len(str(info.value)) < 1000

@@ -169,7 +169,7 @@ def test_malformed_toml(tmp_path):
     ("[panel]\nname = 'x'\n", "lists no models"),
     (MINIMAL.replace('repo = "org/m"', ""), "missing required key 'repo'"),
     (MINIMAL.replace("revisions", "revisons"), r"unknown key\(s\) revisons.*did you mean 'revisions'"),
-    (MINIMAL + "source = 'ftp'\n", "source 'ftp' is not one of"),
+    (MINIMAL + "source = 'ftp'\n", "source: 'ftp' is not one of"),
     (MINIMAL + "[models.expect]\nbos_shape = 'cliff'\n", "bos_shape: 'cliff' is not one of ramp, step"),
     (MINIMAL + "[models.expect]\ndclm = 'yes'\n", "dclm: expected true or false"),
     (MINIMAL + "[models.expect]\npaper_f4_token = 1e9\n", r"unknown key\(s\) paper_f4_token.*did you mean 'paper_f4_tokens'"),
@@ -177,16 +177,17 @@ def test_malformed_toml(tmp_path):
     (MINIMAL + "[models.probe]\nn_exampels = 5\n", r"unknown key\(s\) n_exampels.*did you mean 'n_examples'"),
     (MINIMAL + "dtype = 'fp8'\n", "dtype: 'fp8' is not one of"),
     (MINIMAL.replace('["step1", "step2"]', '["step1", "step1"]'), "revisions listed twice"),
-    (MINIMAL.replace('["step1", "step2"]', "{ log_spaced = 0 }"), "log_spaced must be a positive integer"),
+    (MINIMAL.replace('["step1", "step2"]', "{ log_spaced = 0 }"), r"log_spaced: got 0; allowed: a positive integer"),
     (MINIMAL.replace('tokens = { per_step = 10 }', "tokens = {}"), "give per_step, from_name = true, or a table"),
     (MINIMAL.replace('name = "m"', 'name = "m m"'), "used in test ids"),
     (MINIMAL + MINIMAL, "model names used twice: m"),
     (MINIMAL.replace('repo = "org/m"', 'repo = "org/m"\nsource = "organism"'), "needs \\[models.organism\\]"),
     # declared deviations name what they expect (issue 11): a bare reason is refused with the table form
     (MINIMAL + "[models.expect.xfail]\nF4 = 'why'\n",
-     r"xfail.F4: a declared deviation must say what it expects.*\{ reason = \"\.\.\.\", key = \[lo, hi\] \}"),
+     r"xfail.F4: expected a table naming what the deviation looks like, not only why: "
+     r"\{ reason = \"\.\.\.\", key = \[lo, hi\] \}"),
     (MINIMAL + "[models.expect.xfail]\nF4 = { reason = 'why' }\n", "must name what it expects: add key"),
-    (MINIMAL + "[models.expect.xfail]\nF4 = { key = [0, 1] }\n", "missing 'reason'"),
+    (MINIMAL + "[models.expect.xfail]\nF4 = { key = [0, 1] }\n", "missing required key 'reason': why the deviation is expected"),
     (MINIMAL + "[models.expect.xfail]\nF4 = { reason = 'r', key = [1, 0] }\n", r"range \[1, 0\] is empty"),
     (MINIMAL + "[models.expect.xfail]\nF4 = { reason = 'r', key = [1] }\n", r"key: expected \[lo, hi\]"),
     (MINIMAL + "[models.expect.xfail]\nF4 = { reason = 'r', revisions = ['step9'] }\n", "'step9' is not one of the model's revisions"),
@@ -196,7 +197,7 @@ def test_malformed_toml(tmp_path):
     (MINIMAL + "[models.expect.xfail]\n\"F1@step7\" = { reason = 'r', heads = ['L0_H0'] }\n", "'step7' is not one of"),
     # formation
     (MINIMAL + "[models.expect.formation]\n", "declares nothing"),
-    (MINIMAL + "[models.expect.formation]\nmin_induction_heads_final = 0\n", "must be >= 1"),
+    (MINIMAL + "[models.expect.formation]\nmin_induction_heads_final = 0\n", "allowed: an integer >= 1"),
     (MINIMAL + "[models.expect.formation]\nmin_top1_final = 2\n", r"lies in \[0, 1\]"),
     (MINIMAL + "[models.expect.formation]\nformed_within = { revisions = ['step1'] }\n", "expected two revisions"),
     (MINIMAL + "[models.expect.formation]\nformed_within = { revisions = ['step1', 'step5'] }\n", "'step5' is not one of"),
@@ -204,7 +205,7 @@ def test_malformed_toml(tmp_path):
     (MINIMAL + "[models.expect.formation]\nformed_within = { fraction = [0.1, 0.5], revisions = ['step1', 'step2'] }\n",
      "exactly one of revisions or fraction"),
     (MINIMAL + "[models.expect.formation]\nmin_heads = 3\n", r"unknown key\(s\) min_heads"),
-    (MINIMAL + "[models.expect.formation]\nmin_bos_heads_final = 0\n", "min_bos_heads_final: must be >= 1"),
+    (MINIMAL + "[models.expect.formation]\nmin_bos_heads_final = 0\n", "min_bos_heads_final: got 0; allowed: an integer >= 1"),
     (MINIMAL + "[models.expect.formation]\nbos_after_induction = 'yes'\n", "bos_after_induction.*true or false"),
 ])
 def test_schema_errors_say_what_is_wrong(text, message):

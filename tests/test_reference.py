@@ -277,7 +277,8 @@ def test_published_records_pass_every_rule():
 def test_the_record_validator_is_driven_by_the_fields():
     """A field added to the record (as the verdict statistics add intervals) is validated with no new
     code: its type comes from the dataclass, its bounds from FIELD_RULES."""
-    from headwatch.validation import InputError, from_data, number
+    from headwatch.schema import from_data
+    from headwatch.validation import InputError, number
 
     @dataclasses.dataclass
     class WithInterval(MeasurementRecord):

@@ -10,10 +10,9 @@ from headwatch.claims import synthetic as S
 from headwatch.claims.check import PYTEST_OUTCOME
 from headwatch.claims.judge import judge_model
 from headwatch.claims.verdict import (
-    DETAILS, GRID, OPEN, STATUS_WORDS, WORDS, DeclaredOutcome, KeyFigure, Status, Verdict, check_deviation, declared_outcome,
-    fmt_interval,
-    fmt_number, fmt_share,
+    DETAILS, STATUS_WORDS, WORDS, DeclaredOutcome, KeyFigure, Status, Verdict, check_deviation, declared_outcome,
 )
+from headwatch.formatting import GRID, OPEN, fmt_interval, fmt_number, fmt_pct, fmt_share
 from headwatch.names import did_you_mean, model_matches, split_list
 from headwatch.probes.record import ProbeSettings
 from headwatch.spec import CLAIMS, SPEC, Deviation, Expectations
@@ -138,6 +137,17 @@ def test_figure_captions_take_their_numbers_from_spec(monkeypatch):
         assert stale not in captions, stale
 
 
+def test_one_percent_formatter_for_every_figure():
+    """headwatch.formatting.fmt_pct is the one way a share is written as a percentage (issue 37: three
+    formatters became one); its format spec is the only thing a caller chooses."""
+    assert [fmt_pct(x) for x in (0.025, 0.5, 1.0, 0.0)] == ["2.5%", "50%", "100%", "0%"]
+    assert fmt_pct(0.0405, ".2f") == "4.05%" and fmt_pct(0.05, ".1f") == "5.0%" and fmt_pct(0.00755, ".3g") == "0.755%"
+    assert fmt_pct(None) == "?" and fmt_pct(None, ".2f") == "?"
+    import headwatch.claims.judge as judge
+
+    assert not [n for n in vars(judge) if n.startswith("_pct")], "a private percent formatter is back in the judge"
+
+
 def test_fmt_share_writes_simple_fractions_only():
     assert [fmt_share(x) for x in (2 / 3, 0.5, 3 / 4, 0.1, 1 / 11, 0.0, 1.0, 0.5 + 1.02e-9)] == [
         "2/3", "1/2", "3/4", "1/10", "0.0909", "0", "1", "0.5"]
@@ -165,12 +175,23 @@ def test_declared_deviation_matching():
 
 
 def test_json_form_edges():
-    from headwatch.claims.verdict import F1Details, Point, _build, plain
+    from headwatch.claims.verdict import CausalDetails, F1Details, Point
+    from headwatch.schema import from_data, to_data
+    from headwatch.validation import InputError
 
-    assert plain(Point) is Point and plain(Point("s", 1.0)) == {"revision": "s", "tokens": 1.0}
-    assert _build(Point | str, "abc") == "abc"
-    older = _build(F1Details, {"layers": [0, 1], "threshold": 30.0})  # verdict JSON without the later fields
+    assert to_data(Point) is Point and to_data(Point("s", 1.0)) == {"revision": "s", "tokens": 1.0}
+    assert from_data(Point | str, "abc", "v") == "abc"
+    older = from_data(F1Details, {"layers": [0, 1], "threshold": 30.0}, "v")  # verdict JSON without the later fields
     assert (older.revisions_checked, older.bos_heads_anywhere, older.vacuous_revisions) == (0, 0, ())
-    from headwatch.claims.verdict import CausalDetails
-
-    assert _build(CausalDetails, {}).n_random_heads == 0 and CausalDetails().counts_reconstructed is False
+    assert from_data(CausalDetails, {}, "v").n_random_heads == 0 and CausalDetails().counts_reconstructed is False
+    # the one converter checks what it reads: a verdict file edited by hand is named, not half-built
+    good = judge_model(S.healthy(), S.HEALTHY_EXPECT)["F3"].to_dict()
+    for path, bad, says in ((("status",), "hold", "is not one of"), (("claim",), "F9", "F9"),
+                            (("details", "ratio"), "big", "details.ratio: expected"), (("margin",), [1], "margin")):
+        edited = json.loads(json.dumps(good))
+        target = edited
+        for k in path[:-1]:
+            target = target[k]
+        target[path[-1]] = bad
+        with pytest.raises(InputError, match=says):
+            Verdict.from_dict(edited)

@@ -5,9 +5,9 @@ does not do: the ``headwatch`` options from ``headwatch.cli.build_parser`` (one 
 time, as ``headwatch COMMAND --help`` builds them), the pytest options from
 ``headwatch.plugin.pytest_addoption``, the exit codes from ``headwatch.cli.EXIT_CODES`` and
 ``headwatch.plugin.EXIT_STATUS`` (with pytest's own ``pytest.ExitCode``), and the panel keys from
-the annotated example in ``headwatch.fixtures.panels``' docstring (their meaning), the key sets
-the parser accepts and the dataclasses it fills (their type and default). A key the parser accepts
-that the example does not document, or the other way round, stops the generator.
+the panel schema (``headwatch.fixtures.panels.schema.TABLES``: each key's type, default, allowed
+values, meaning and example value are its field's; the annotated example is written from them). A
+key without a meaning stops the generator.
 tests/test_docs.py fails when the checked-in page differs from what this writes.
 
     .venv/bin/python tools/gen_reference.py           # write docs/reference.md
@@ -16,12 +16,13 @@ tests/test_docs.py fails when the checked-in page differs from what this writes.
 from __future__ import annotations
 
 import argparse
-import ast
 import dataclasses
-import inspect
+import json
 import re
 import sys
 import textwrap
+import types
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -163,86 +164,109 @@ def exit_section() -> str:
 
 # ---- panel files ----------------------------------------------------------------------------
 
-
-@dataclasses.dataclass
-class _Documented:
-    """One key of the annotated example: its table, and the comment that says what it means."""
-
-    table: str
-    key: str
-    meaning: str
+#: The example's comments start at this column, as a person would align them.
+_COMMENT_COLUMN = 36
+_WIDTH = 116
+_WORDS = {str: "string", bool: "boolean", int: "integer", float: "number"}
 
 
-def panel_example() -> tuple[str, str]:
-    """The annotated example of ``headwatch.fixtures.panels``' docstring, and the prose after it."""
-    from headwatch.fixtures import panels
-
-    doc = panels.__doc__ or ""
-    head, rest = doc.split("::\n", 1)
-    example, after = rest.split("\nSources:", 1)
-    return textwrap.dedent(example).strip("\n"), "Sources:" + after.rstrip()
-
-
-_TABLE_RE = re.compile(r"^\[\[?([\w.]+)\]\]?\s*(?:#\s?(.*))?$")
-_KEY_RE = re.compile(r'^("?[\w@.-]+"?)\s*=\s*.*?\s{2,}#\s?(.*)$')
-_MORE_RE = re.compile(r"^\s+#\s*(.*)$")
-
-
-def _normal_table(name: str) -> str:
-    """``models.expect.xfail.F4`` -> ``models.expect.xfail.<claim>``: the example's claim is one of many."""
-    return re.sub(r"^(models\.expect\.xfail)\..+$", r"\1.<claim>", name)
+def toml_type(tp: Any) -> str:
+    """A field's type as a TOML user reads it: ``tuple[str, ...] | None`` -> "array of strings, optional"."""
+    args = typing.get_args(tp)
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        kinds = [toml_type(a) for a in args if a is not type(None)]
+        return " or ".join(kinds) + (", optional" if type(None) in args else "")
+    if tp in _WORDS:
+        return _WORDS[tp]
+    if origin in (tuple, list):
+        items = [a for a in args if a is not Ellipsis]
+        word = _WORDS.get(items[0], "table") + "s" if items else "values"
+        return f"array of {len(args)} {word}" if Ellipsis not in args and len(args) > 1 else f"array of {word}"
+    return "table"
 
 
-def parse_example(example: str) -> tuple[dict[str, str], list[_Documented]]:
-    """Table comments and documented keys, in order, from the annotated example."""
-    tables: dict[str, str] = {}
-    keys: list[_Documented] = []
-    table, last = "", None
-    for line in example.splitlines():
-        if m := _TABLE_RE.match(line):
-            table, last = _normal_table(m.group(1)), None
-            tables[table] = m.group(2) or ""
-        elif m := _KEY_RE.match(line):
-            last = _Documented(table, m.group(1).strip('"'), m.group(2))
-            keys.append(last)
-        elif m := _MORE_RE.match(line):
-            if last is None:
-                tables[table] += " " + m.group(1)
-            else:
-                last.meaning += " " + m.group(1)
-    return tables, keys
+def toml_value(value: Any) -> str:
+    """A Python value as TOML writes it (strings with a backslash as literal strings)."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, str):
+        return f"'{value}'" if "\\" in value else json.dumps(value)
+    if isinstance(value, float) and (abs(value) >= 1e6 or 0 < abs(value) < 1e-3):
+        return f"{value:.6g}".replace("e+0", "e").replace("e+", "e")
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{_toml_key(k)} = {toml_value(v)}" for k, v in value.items()) + " }"
+    return str(value)
 
 
-def _field_comments(cls: type) -> dict[str, str]:
-    """The ``#:`` comment above each field of a dataclass, from its source."""
-    lines = inspect.getsource(cls).splitlines()
-    out = {}
-    for node in ast.parse(textwrap.dedent("\n".join(lines))).body[0].body:
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            comment, i = [], node.lineno - 2
-            while i >= 0 and lines[i].strip().startswith("#:"):
-                comment.insert(0, lines[i].strip()[2:].strip())
-                i -= 1
-            out[node.target.id] = " ".join(comment)
-    return out
+def _toml_key(key: str) -> str:
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key)
 
 
-_WORDS = {"str": "string", "bool": "boolean", "int": "integer", "float": "number"}
+def _commented(line: str, comment: str) -> list[str]:
+    """``line`` with ``comment`` from the comment column, wrapped onto indented comment lines."""
+    start = max(_COMMENT_COLUMN, len(line) + 2)
+    first, *more = textwrap.wrap(comment, _WIDTH - start - 2) or [""]
+    out = [f"{line.ljust(start)}# {first}".rstrip()]
+    rest = textwrap.wrap(" ".join(more), _WIDTH - _COMMENT_COLUMN - 5)
+    return out + [f"{' ' * _COMMENT_COLUMN}#    {m}" for m in rest]
 
 
-def toml_type(annotation: str) -> str:
-    """A dataclass field's annotation as a TOML user reads it: ``tuple[str, ...] | None`` -> array of strings, optional."""
-    optional = annotation.endswith(" | None")
-    base = annotation.removesuffix(" | None")
-    if base in _WORDS:
-        text = _WORDS[base]
-    elif m := re.fullmatch(r"(?:tuple|list)\[(\w+), \.\.\.\]", base):
-        text = f"array of {_WORDS.get(m.group(1), m.group(1))}s"
-    elif m := re.fullmatch(r"tuple\[(\w+)(?:, \1)+\]", base):
-        text = f"array of {base.count(',') + 1} {_WORDS.get(m.group(1), m.group(1))}s"
-    else:
-        text = "table"
-    return text + (", optional" if optional else "")
+def _meta(f: dataclasses.Field) -> dict[str, Any]:
+    return dict(f.metadata)
+
+
+def _fields(table: Any) -> list[dataclasses.Field]:
+    from headwatch.schema import keys_of
+
+    fields = keys_of(table.schema)
+    names = table.keys if table.keys is not None else tuple(fields)
+    return [fields[n] for n in names]
+
+
+def panel_example() -> str:
+    """The annotated example: every table, every key with an example value and what it means
+    (from the schema's metadata: headwatch.fixtures.panels.schema.TABLES)."""
+    from headwatch.fixtures.panels.schema import TABLES
+    from headwatch.schema import data_key
+
+    lines: list[str] = []
+    for table in TABLES:
+        header = f"[[{table.name}]]" if table.array else f"[{table.example_name or table.name}]"
+        lines += [""] if lines else []
+        lines += _commented(header, table.doc + (f" {table.more}" if table.more else ""))
+        for f in _fields(table):
+            meta = _meta(f)
+            if table.example_keys is not None and data_key(f) not in table.example_keys:
+                continue
+            if "example" not in meta:  # a table of its own, shown under its own header
+                continue
+            lines += _commented(f"{data_key(f)} = {toml_value(meta['example'])}", meta.get("doc", ""))
+    return "\n".join(lines)
+
+
+def _allowed(f: dataclasses.Field, owner: type) -> str:
+    """What a key may be beyond its type: its choices, bounds or rule (the schema's metadata)."""
+    from headwatch.schema import describe, type_hints
+
+    meta = _meta(f)
+    rule = meta.get("rule") or getattr(owner, "FIELD_RULES", {}).get(f.name)
+    if meta.get("choices"):
+        return ", ".join(f"`{c}`" for c in meta["choices"])
+    if meta.get("allowed"):
+        return meta["allowed"]
+    if rule is not None:
+        return rule.allowed
+    if "min" in meta or "max" in meta:
+        lo, hi = meta.get("min"), meta.get("max")
+        kind = next(a for a in typing.get_args(type_hints(owner)[f.name]) or (type_hints(owner)[f.name],)
+                    if a is not type(None))
+        return describe(kind) + " " + " and ".join(
+            ([f"{'>' if meta.get('above') else '>='} {lo:g}"] if lo is not None else [])
+            + ([f"<= {hi:g}"] if hi is not None else []))
+    return ""
 
 
 def _default(field: dataclasses.Field) -> str:
@@ -250,7 +274,7 @@ def _default(field: dataclasses.Field) -> str:
         return _value(field.default)
     if field.default_factory is not dataclasses.MISSING:
         return _value(field.default_factory())
-    return "—"
+    return "required"
 
 
 def shipped_panels() -> str:
@@ -270,62 +294,48 @@ def shipped_panels() -> str:
     return _table(("panel", "what it is", "needs", "models"), rows)
 
 
+def undocumented_keys() -> list[str]:
+    """Keys of the schema without a meaning (``doc``): the generator refuses to write a page without one."""
+    from headwatch.fixtures.panels.schema import TABLES
+    from headwatch.schema import data_key
+
+    return [f"[{t.name}] {data_key(f)}" for t in TABLES for f in _fields(t) if not _meta(f).get("doc")]
+
+
 def panel_section() -> str:
-    from headwatch.fixtures import panels
-    from headwatch.probes.record import ProbeSettings
-    from headwatch.spec import DEVIATION_KEYS, EXPECT_KEYS, FORMATION_KEYS, Deviation, Expectations, Formation
+    import importlib
 
-    probe_keys = set(ProbeSettings.__dataclass_fields__) - panels._SPEC_PROBE_FIELDS
-    #: table -> (keys the parser accepts there, the dataclass it fills, key -> field where they differ)
-    schema: dict[str, tuple[set[str], type, dict[str, str]]] = {
-        "panel": (set(panels._PANEL_KEYS), panels.Panel, {}),
-        "models": (set(panels._MODEL_KEYS | panels._POPULATION_KEYS) - {"tokens", "probe", "expect", "organism"},
-                   panels.PanelModel, {"total_tokens": "total_tokens_declared"}),
-        "models.tokens": (set(panels._TOKENS_KEYS), panels.TokensRule, {}),
-        "models.probe": (probe_keys, ProbeSettings, {}),
-        "models.expect": (set(EXPECT_KEYS) - {"xfail", "formation"}, Expectations, {}),
-        "models.expect.xfail.<claim>": (set(DEVIATION_KEYS), Deviation, {}),
-        "models.expect.formation": (set(FORMATION_KEYS), Formation, {}),
-        "models.organism": (set(panels._ORGANISM_KEYS), panels.OrganismSpec, {}),
-    }
-    example, sources = panel_example()
-    tables, documented = parse_example(example)
-    problems = [f"[{t}] is in the example but the parser has no such table" for t in tables if t not in schema]
-    for table, (accepted, _cls, _names) in schema.items():
-        have = {d.key for d in documented if d.table == table}
-        if table == "models.probe":  # the example shows one; every field is listed from ProbeSettings
-            problems += [f"[{table}] {k}: in the example, not accepted" for k in sorted(have - accepted)]
-            continue
-        problems += [f"[{table}] {k}: accepted by the parser, not in the example" for k in sorted(accepted - have)]
-        problems += [f"[{table}] {k}: in the example, not accepted by the parser" for k in sorted(have - accepted)]
-    if problems:
-        raise SystemExit("fixtures/panels.py's docstring and its parser disagree:\n  " + "\n  ".join(problems))
+    from headwatch.fixtures.panels.schema import INLINE_TABLES, TABLES
+    from headwatch.fixtures.panels.sources import SOURCES
+    from headwatch.schema import data_key, type_hints
 
+    populations = importlib.import_module("headwatch.fixtures.panels.populations")  # the package's name is a function
+
+    missing = undocumented_keys()
+    if missing:
+        raise SystemExit("keys of the panel schema without a meaning (give each field key(doc=...)):\n  "
+                         + "\n  ".join(missing))
+    source_lines = [f"- `{name}`: {src.doc}." for name, src in SOURCES.items()]
     parts = ["## Panel files", "",
              "A panel is a TOML file: a shipped name (`fixtures/panels/<name>.toml`) or any path given to "
              "`--panel`. The shipped ones (without `--panel`, those needing neither network nor GPU run):", "",
              shipped_panels(), "",
-             "Every key a panel may hold, in the order of `headwatch.fixtures.panels`' docstring, "
-             "which is where they are documented:", "", "```toml", example, "```", "",
-             sources.replace("``", "`"), ""]
-    for table, (_accepted, cls, names) in schema.items():
-        fields = {f.name: f for f in dataclasses.fields(cls)}
-        if table == "models":  # a population's keys are read into a PopulationSpec, then expanded
-            fields.update({f.name: f for f in dataclasses.fields(panels.PopulationSpec)})
-        if table == "models.probe":
-            comments = _field_comments(ProbeSettings)
-            rows = [(f"`{k}`", toml_type(fields[k].type), _default(fields[k]), comments.get(k, ""))
-                    for k in fields if k in probe_keys]
-        else:
-            rows = [(f"`{d.key}`", toml_type(fields[names.get(d.key, d.key)].type),
-                     _default(fields[names.get(d.key, d.key)]), d.meaning)
-                    for d in documented if d.table == table]
-        title = f"[[{table}]]" if table == "models" else f"[{table}]"
-        intro = tables.get(table, "")
-        parts += [f"### `{title}`", ""] + ([_cell(intro[0].upper() + intro[1:]) + ".", ""] if intro else [])
-        parts += [_table(("key", "type", "default", "meaning"), rows), ""]
-    parts.append("A default of — has no fixed value: the meaning says what applies (for an organism, "
-                 "its recipe fills `repo`, `revisions`, `tokens` and `[models.probe]`).")
+             "Every key a panel may hold, as the schema defines it (`headwatch.fixtures.panels.schema`: one "
+             "dataclass per table, each key a field with its type, default, allowed values and meaning), with an "
+             "example value:", "", "```toml", panel_example(), "```", "",
+             "Sources (`source = ...`, `headwatch.fixtures.panels.sources`):", "", *source_lines, "",
+             "`[models.probe]` may not set the SPEC's thresholds (they are the judge's too: headwatch.spec).", "",
+             " ".join((populations.__doc__ or "").split()).replace("``", "`"), ""]
+    for table in (*TABLES, *INLINE_TABLES):
+        hints = type_hints(table.schema)
+        rows = [(f"`{data_key(f)}`", toml_type(hints[f.name]), _default(f), _allowed(f, table.schema),
+                 _meta(f).get("doc", "")) for f in _fields(table)]
+        title = f"[[{table.name}]]" if table.array else (table.title or f"[{table.name}]")
+        parts += [f"### `{title}`", "", _cell(table.doc[0].upper() + table.doc[1:]) + ".", ""]
+        parts += [_table(("key", "type", "default", "allowed", "meaning"), rows), ""]
+    parts.append("A key without default is required; `unset` means the key is absent (the meaning says what "
+                 "applies then, e.g. for an organism its recipe fills `repo`, `revisions`, `tokens` and "
+                 "`[models.probe]`).")
     return "\n".join(parts)
 
 

@@ -714,7 +714,7 @@ def _cases() -> list[Case]:
     add(Case("x-failed-claim-exit", X, "a planted model whose F1 fails: `headwatch judge --reference-dir` (a finding, exit 1)", ["headwatch", "judge", "--reference-dir", "{ws}/ref"],
              expect="ok", exit=1, setup=reference_copy(edit_json("step143000.json", sel("L0_H1", "first-token", 500.0))),
              check=lambda ws, r: None if re.search(r"^\s*F1\s+fails\b", r.out, re.M | re.I) else "no failing F1 verdict", test=home("test_exit_codes_of_the_cli")))
-    return c + _fault_cases() + _round5_cases()
+    return c + _fault_cases() + _round5_cases() + _population_parse_cases()
 
 
 # ---- issue 26: exit classes, readers, names, panel contradictions, resource bombs, scale-out ------------
@@ -1324,6 +1324,47 @@ def run_measured_then(what: str):
 
 
 # ==== end of issue 35's cases ======================================================================
+
+
+# ---- BEGIN issue 35.2, population entries (branch i37-schema): one repo for several seeds, ----------
+# ---- a population name with path parts, a placeholder with a width --------------------------------
+
+POP = "Populations: entries over seeds that miscount, escape their folder, or never end"
+POPULATION_PANEL = """\
+[panel]
+name = "hostile-population"
+[[models]]
+name = "m"
+source = "hub"
+repo = "org/m-seed{seed}"
+seeds = [1, 2, 3]
+revisions = ["step0", "step1"]
+tokens = { per_step = 1 }
+"""
+
+
+def _population_parse_cases() -> list[Case]:
+    c: list[Case] = []
+    test = "test_population_entries_that_would_miscount_escape_or_hang_are_refused"
+    for id_, what, replace, says in (
+        ("pop-seed-repos-shared", "`seed_repos = { 1 = \"org/x\", 2 = \"org/x\" }`: two seeds, one checkpoint",
+         {"seeds": 'seeds = [1, 2, 3]\nseed_repos = { 1 = "org/x", 2 = "org/x" }'}, ("seeds 1, 2", "org/x")),
+        ("pop-seed-repos-template", "`seed_repos = { 1 = \"org/m-seed2\" }`: seed 1 given seed 2's repo",
+         {"seeds": 'seeds = [1, 2, 3]\nseed_repos = { 1 = "org/m-seed2" }'}, ("seeds 1, 2", "org/m-seed2")),
+        ("pop-name-path", "`population = \"../../outside\"` (report figures would land outside --out)",
+         {"seeds": 'seeds = [1, 2, 3]\npopulation = "../../outside"'}, ("population", "path parts")),
+        ("pop-name-slash", "`population = \"a/b\"`", {"seeds": 'seeds = [1, 2, 3]\npopulation = "a/b"'}, ("path parts",)),
+        ("pop-width", "`repo = \"org/m-seed{seed:0999999999}\"` (a 1 GB name)", {"repo": 'repo = "org/m-seed{seed:0999999999}"'},
+         ("format",)),
+        ("pop-conversion", "`repo = \"org/m-{seed!r}\"`", {"repo": 'repo = "org/m-{seed!r}"'}, ("format",)),
+    ):
+        for tool, argv, code in (("judge", ["headwatch", "judge", "--panel", "{ws}/p.toml"], 2),
+                                 ("pytest", PYTEST + ["--panel", "{ws}/p.toml"], 4)):
+            c.append(Case(f"{id_}-{tool}", POP, f"{what} ({tool})", argv, exit=code, says=says, timeout=120,
+                          timeout_is_silent=True, setup=panel("", replace, template=POPULATION_PANEL), test=home(test)))
+    return c
+
+# ---- END issue 35.2, population entries (branch i37-schema) ----------------------------------------
 
 
 # ---- custom runs ------------------------------------------------------------------------------------

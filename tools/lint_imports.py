@@ -74,8 +74,9 @@ def main(argv: list[str]) -> int:
         return 2
     with tempfile.TemporaryDirectory(prefix="headwatch-layout-") as tmp:
         link_tree(ROOT, Path(tmp))
-        # lint-imports puts its working folder first on sys.path: there, ``headwatch`` is the tree.
-        env = {**os.environ, "PYTHONPATH": tmp}
+        # lint-imports puts its working folder first on sys.path: there, ``headwatch`` is the tree;
+        # tools/ holds the contract types pyproject registers (import_contracts.py).
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([tmp, str(ROOT / "tools")])}
         return subprocess.run([lint, str(ROOT / "pyproject.toml"), "--no-cache", *argv],
                               cwd=tmp, env=env).returncode
 

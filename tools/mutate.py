@@ -7,7 +7,7 @@
     .venv/bin/python tools/mutate.py --list               # the mutants, run nothing
 
 Operators (standard library only: ``ast``), applied one at a time to ``claims/judge.py``,
-``claims/trajectory.py``, ``claims/verdict.py`` and ``headwatch/stats.py``:
+``claims/trajectory.py``, ``claims/verdict.py``, ``headwatch/formatting.py`` and ``headwatch/stats.py``:
 
 - comparisons: ``<`` <-> ``<=`` and ``>`` <-> ``>=`` (the boundary), and each comparison negated
   (``<`` -> ``>=``, ``==`` -> ``!=``, ``is`` -> ``is not``, ``in`` -> ``not in``);
@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TARGETS = ("claims/judge.py", "claims/trajectory.py", "claims/verdict.py", "headwatch/stats.py")
+TARGETS = ("claims/judge.py", "claims/trajectory.py", "claims/verdict.py", "headwatch/formatting.py", "headwatch/stats.py")
 #: The fast tests a mutant must turn red (all of them, with the published panel: about a minute).
 FAST_TESTS = ("tests/test_judge_boundaries.py", "tests/test_verdict.py", "tests/test_stats.py",
               "tests/test_trajectory.py", "tests/test_tolerances.py", "tests/test_published_figures.py",
@@ -61,7 +61,7 @@ PYTEST_ARGS = ("--panel", "published", "-p", "no:cacheprovider", "-p", "no:rando
                "-p", "no:xdist", "-p", "no:anyio", "-q", "-rfE", "--no-header")
 SPEC_FILE, SPEC_TESTS = "headwatch/spec.py", ("tests/test_tolerances.py",)
 #: Calls whose numeric arguments after the first are display precision, not verdict logic.
-DISPLAY_HELPERS = {"_round", "_sig", "_pct", "round", "format"}
+DISPLAY_HELPERS = {"_round", "_sig", "fmt_pct", "round", "format"}
 
 #: Mutants that cannot change any result, by id, with the reason. Reported as equivalent only if
 #: they survive; one that is caught is reported as caught.
@@ -70,7 +70,7 @@ EQUIVALENT: dict[str, str] = {
     "at is not None and c.revision == at.point.revision":
         "a reading's recall point (c) is None only when the final revision has no induction head; the recall "
         "series is then empty, so the paper's revision (at) is None as well and the dropped test is never reached",
-    "claims/verdict.py::fmt_share::abs(x - num / den) < 1e-09 -> abs(x - num / den) <= 1e-09":
+    "headwatch/formatting.py::fmt_share::abs(x - num / den) < 1e-09 -> abs(x - num / den) <= 1e-09":
         "no float lies exactly 1e-9 from a fraction num/den with den <= 10: near such a fraction (>= 0.1) floats "
         "are multiples of 2^-56 or coarser, and 1e-9 is not one, so < and <= never differ",
 }

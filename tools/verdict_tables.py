@@ -12,7 +12,7 @@ import argparse
 from pathlib import Path
 
 from headwatch.claims.report_data import model_report, rows_of
-from headwatch.claims.verdict import GRID, fmt_interval
+from headwatch.formatting import GRID, fmt_interval
 from headwatch.fixtures.panels import load_panel
 from headwatch.fixtures.provider import Provider, ProviderOptions
 from headwatch.names import split_list
