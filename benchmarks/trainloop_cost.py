@@ -1,13 +1,13 @@
 """Benchmark: the probe's share of a training run's CPU time, per number of probe examples N.
 
     python benchmarks/trainloop_cost.py [--n 100 200 300 500 1000] [--steps 400] [--save-steps 50]
-                                        [--threads 1] [--out DIR]
+                                        [--threads 1] [--repeat 3] [--out DIR]
 
 Runs the shipped example (docs/examples/trainer_run.py: a 2-layer GPTNeoX, d_model 64, trained
 400 steps at batch 32 x 72 tokens, saved and measured every 50 steps, 9 measurements with the
-ablations at the last) once per N, each in a fresh process on ``--threads`` torch threads (default
-1: CPU time then counts work, not the spinning of idle threads on a shared machine), plus once
-without the probe. CPU time is the process's (user + system, every thread: ``time.process_time``);
+ablations at the last) ``--repeat`` times per N (keeping the run of least CPU time), each in a fresh process on
+``--threads`` torch threads (default 1: CPU time then counts work, not the spinning of idle
+threads on a shared machine), and as often without the probe. CPU time is the process's (user + system, every thread: ``time.process_time``);
 the probe's is what :class:`~headwatch.fixtures.trainloop.TrainingProbe` counts around its
 measurements (weights hash, checkpoint check, the probe run, writing the record). It prints a
 Markdown table: per N, the probe's CPU seconds per checkpoint, the probe's and the whole run's CPU
@@ -64,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=400)
     p.add_argument("--save-steps", type=int, default=50)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--repeat", type=int, default=3,
+                   help="runs per N; the one of least CPU time is kept (contention only ever adds) (default: %(default)s)")
     p.add_argument("--out", default=None, help="where the runs go (default: a temporary folder, removed)")
     p.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)  # a child: one run, JSON on stdout
     p.add_argument("--json", default=None, help="also write the rows as JSON here")
@@ -73,20 +75,24 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(args.out) if args.out else Path(tmp)
-        rows = []
-        for n in [0, *args.n]:
-            out = root / f"n{n}"
-            cmd = [sys.executable, __file__, "--one", str(n), "--out", str(out), "--steps", str(args.steps),
-                   "--save-steps", str(args.save_steps), "--threads", str(args.threads)]
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            if proc.returncode != 0:
-                sys.stderr.write(proc.stdout[-2000:] + proc.stderr[-4000:])
-                return proc.returncode
-            rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-            print(f"N = {n}: {rows[-1]['cpu']:.1f} s CPU, load {rows[-1]['load']:.1f}", file=sys.stderr, flush=True)
+        runs: dict[int, list[dict]] = {n: [] for n in [0, *args.n]}
+        for i in range(args.repeat):  # interleaved, so that a burst of load does not land on one N only
+            for n in runs:
+                out = root / f"n{n}-{i}"
+                cmd = [sys.executable, __file__, "--one", str(n), "--out", str(out), "--steps", str(args.steps),
+                       "--save-steps", str(args.save_steps), "--threads", str(args.threads)]
+                proc = subprocess.run(cmd, capture_output=True, text=True)
+                if proc.returncode != 0:
+                    sys.stderr.write(proc.stdout[-2000:] + proc.stderr[-4000:])
+                    return proc.returncode
+                runs[n].append(json.loads(proc.stdout.strip().splitlines()[-1]))
+                print(f"N = {n}, run {i + 1}: {runs[n][-1]['cpu']:.1f} s CPU ({runs[n][-1]['probe_cpu']:.1f} s probe), "
+                      f"load {runs[n][-1]['load']:.1f}", file=sys.stderr, flush=True)
+        rows = [min(rs, key=lambda r: r["cpu"]) for rs in runs.values()]
     base = rows[0]
-    print(f"The example: {args.steps} steps, a save every {args.save_steps}; {args.threads} torch thread(s). "
-          f"Without the probe: {base['cpu']:.1f} s CPU, {base['wall']:.1f} s wall.\n")
+    print(f"The example: {args.steps} steps, a save every {args.save_steps}; {args.threads} torch thread(s); "
+          f"the least CPU of {args.repeat} run(s) per N. Without the probe: {base['cpu']:.1f} s CPU, "
+          f"{base['wall']:.1f} s wall.\n")
     print("| N | probe CPU per checkpoint (s) | probe CPU (s) | run CPU (s) | probe share of CPU | "
           "run CPU over the run without probe | probe share of wall | load average |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")

@@ -797,7 +797,7 @@ def test_the_training_default_count_is_kept_in_the_record_and_leaves_spec_alone(
 @pytest.mark.slow
 def test_the_cost_benchmark_prints_its_table(tmp_path):
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "trainloop_cost.py"), "--steps", "4",
-                           "--save-steps", "2", "--n", "32", "64", "--out", str(tmp_path)],
+                           "--save-steps", "2", "--n", "32", "64", "--repeat", "1", "--out", str(tmp_path)],
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = [line for line in proc.stdout.splitlines() if line.startswith("|") and line.split("|")[1].strip().isdigit()]

@@ -46,6 +46,22 @@ def rows_at(step: int, n: int = 4) -> torch.Tensor:
     return torch.randint(4, 64, (n, 24), generator=torch.Generator().manual_seed(1000 + step))
 
 
+def _log_lines() -> list[str]:
+    """The lines headwatch's probe logs from now on, as a list that grows."""
+    import logging
+
+    lines: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(record.getMessage())
+
+    logger = logging.getLogger("headwatch.trainloop")
+    logger.setLevel(logging.INFO)
+    logger.addHandler(Collect())
+    return lines
+
+
 def _kill() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
@@ -64,9 +80,8 @@ def trainer(args) -> None:
             if state.global_step == args.kill_at:
                 _kill()
 
-    lines: list[str] = []
-    callback = HeadwatchCallback("resumed-run", PROBE, tokens_per_step=TOKENS_PER_STEP, report=lines.append,
-                                 every_n_steps=args.every_n_steps)
+    lines = _log_lines()  # through logging: a copy the Trainer restores reports there too
+    callback = HeadwatchCallback("resumed-run", PROBE, tokens_per_step=TOKENS_PER_STEP, every_n_steps=args.every_n_steps)
     callbacks = [KillAt(), callback] if args.kill_before_measure else [callback, KillAt()]
     g = torch.Generator().manual_seed(1)
     data = [{"input_ids": (r := torch.randint(4, 64, (24,), generator=g)), "labels": r} for _ in range(64)]
