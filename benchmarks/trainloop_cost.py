@@ -5,17 +5,18 @@
 
 Runs the shipped example (docs/examples/trainer_run.py: a 2-layer GPTNeoX, d_model 64, trained
 400 steps at batch 32 x 72 tokens, saved and measured every 50 steps, 9 measurements with the
-ablations at the last) ``--repeat`` times per N (keeping the run of least CPU time), each in a fresh process on
-``--threads`` torch threads (default 1: CPU time then counts work, not the spinning of idle
-threads on a shared machine), and as often without the probe. CPU time is the process's (user + system, every thread: ``time.process_time``);
-the probe's is what :class:`~headwatch.fixtures.trainloop.TrainingProbe` counts around its
-measurements (weights hash, checkpoint check, the probe run, writing the record). It prints a
-Markdown table: per N, the probe's CPU seconds per checkpoint, the probe's and the whole run's CPU
-seconds, the probe's share of the run's CPU time, the run's CPU time over the same run without the probe
-(everything headwatch adds: saving checkpoint-0, the panel file), the probe's share of the wall
-time, and the load average beside it (the shares are what to read; seconds on a loaded machine are
-inflated). docs/training-loop.md
-holds the table; the training default (``trainloop.TRAINING_EXAMPLES``) is chosen from it.
+ablations at the last) ``--repeat`` times per N, keeping the run of least CPU time (contention only
+ever adds), each in a fresh process on ``--threads`` torch threads (default 1: CPU time then counts
+work, not the spinning of idle threads on a shared machine), and as often without the probe. CPU
+time is the process's (user + system, every thread: ``time.process_time``); the probe's is what
+:class:`~headwatch.fixtures.trainloop.TrainingProbe` counts around its measurements (weights hash,
+checkpoint check, the probe run, writing the record). It prints a Markdown table: per N, the
+probe's CPU seconds per checkpoint, the probe's and the whole run's CPU seconds, the probe's share
+of the run's CPU time, the run's CPU time over the same run without the probe (everything headwatch
+adds: also saving checkpoint-0 and the panel file), the probe's share of the wall time, and the load
+average beside it (the shares are what to read; seconds on a loaded machine are inflated).
+docs/training-loop.md holds the table; the training default (``trainloop.TRAINING_EXAMPLES``) is
+chosen from it.
 """
 from __future__ import annotations
 

@@ -26,6 +26,7 @@ import torch
 from headwatch_testing import trainruns
 
 from headwatch.fixtures import loading, training_child
+from headwatch.fixtures.fanout import is_cached
 from headwatch.fixtures.hubcache import cached_revisions, repo_folder
 from headwatch.fixtures.organisms import ORGANISMS, DataSpec, runner
 from headwatch.fixtures.organisms.train import train
@@ -638,9 +639,10 @@ def test_a_moved_run_is_judged_with_nothing_measured_again(tmp_path, monkeypatch
         "step0": "hit", "step2": "loose-hit", "step4": "hit", "step6": "loose-hit", "step8": "hit"}
     assert [r.provenance["weights_hash"] for r in records] == [
         probe.measured[r].record.provenance["weights_hash"] for r in pm.revisions]
-    # the report's read-only path finds them too
+    # the report's read-only path finds them too, and `headwatch measure-panel` has nothing to do
     found, missing = Provider(ProviderOptions(cache_dir=tmp_path / "other-cache")).cached_records(pm)
     assert [r.revision for r in found] == list(pm.revisions) and missing == []
+    assert all(is_cached(provider, pm, r) for r in pm.revisions)
 
 
 # ---- 5. refused before any compute, naming the argument ---------------------------------------------
