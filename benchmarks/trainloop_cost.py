@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows[1:]:
         per = r["probe_cpu"] / r["measurements"] if r["measurements"] else 0.0
         print(f"| {r['n']} | {per:.2f} | {r['probe_cpu']:.1f} | {r['cpu']:.1f} | {100 * r['probe_cpu'] / r['cpu']:.1f}% "
-              f"| +{100 * (r['cpu'] - base['cpu']) / base['cpu']:.1f}% | {100 * r['probe_wall'] / r['wall']:.1f}% "
+              f"| {100 * (r['cpu'] - base['cpu']) / base['cpu']:+.1f}% | {100 * r['probe_wall'] / r['wall']:.1f}% "
               f"| {r['load']:.1f} |")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
