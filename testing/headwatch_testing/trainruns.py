@@ -12,14 +12,18 @@ tokens for a few steps and measures its checkpoints with headwatch:
 
 ``--kill-at N`` sends the process SIGKILL at step N's save: after the probe measured it, or
 before (``--kill-before-measure``), as a scheduler or an out-of-memory killer would stop a run.
-Each process writes what it did as JSON to ``DIR/<kind>-<rank or 'run'>-<pid>.json``.
+Each run writes what it did as JSON to ``DIR/<kind>-<rank or 'run'>-<pid>.json``. A run that is not
+killed may also be called in a test's own process (:func:`main`), as a resumed run is.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
 import os
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -46,10 +50,9 @@ def rows_at(step: int, n: int = 4) -> torch.Tensor:
     return torch.randint(4, 64, (n, 24), generator=torch.Generator().manual_seed(1000 + step))
 
 
-def _log_lines() -> list[str]:
-    """The lines headwatch's probe logs from now on, as a list that grows."""
-    import logging
-
+@contextlib.contextmanager
+def _log_lines() -> Iterator[list[str]]:
+    """The lines headwatch's probe logs within the block, as a list that grows."""
     lines: list[str] = []
 
     class Collect(logging.Handler):
@@ -57,9 +60,14 @@ def _log_lines() -> list[str]:
             lines.append(record.getMessage())
 
     logger = logging.getLogger("headwatch.trainloop")
+    handler, level = Collect(), logger.level
     logger.setLevel(logging.INFO)
-    logger.addHandler(Collect())
-    return lines
+    logger.addHandler(handler)
+    try:
+        yield lines
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 def _kill() -> None:
@@ -80,7 +88,6 @@ def trainer(args) -> None:
             if state.global_step == args.kill_at:
                 _kill()
 
-    lines = _log_lines()  # through logging: a copy the Trainer restores reports there too
     callback = HeadwatchCallback("resumed-run", PROBE, tokens_per_step=TOKENS_PER_STEP, every_n_steps=args.every_n_steps)
     callbacks = [KillAt(), callback] if args.kill_before_measure else [callback, KillAt()]
     g = torch.Generator().manual_seed(1)
@@ -92,7 +99,8 @@ def trainer(args) -> None:
         restore_callback_states_from_checkpoint=args.restore_states)
     run = Trainer(model=tiny_model(), args=training, train_dataset=data, callbacks=callbacks)
     callback.bind(run)
-    run.train(resume_from_checkpoint=True if args.resume else None)
+    with _log_lines() as lines:  # through logging: a copy the Trainer restores reports there too
+        run.train(resume_from_checkpoint=True if args.resume else None)
     live = next(c for c in run.callback_handler.callbacks if isinstance(c, HeadwatchCallback))
     _write(args.out, "trainer-run", {"lines": lines, "measured": sorted(live.probe.measured),
                                      "kept": sorted(r for r, m in live.probe.measured.items() if m.kept),
@@ -190,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--world", type=int, default=1)
     p.add_argument("--init", default="")
     args = p.parse_args(argv)
-    torch.set_num_threads(1)
+    torch.set_num_threads(1)  # as the test processes run (tests/conftest.py)
     args.out.mkdir(parents=True, exist_ok=True)
     {"trainer": trainer, "loop": loop, "ddp": ddp}[args.kind](args)
     return 0
