@@ -513,7 +513,7 @@ def test_a_users_autocast_block_is_left_for_the_probe(tmp_path):
 
 
 def test_a_forward_that_turns_autocast_on_itself_is_refused(tmp_path):
-    from headwatch.fixtures.trainloop import MixedPrecisionActive
+    from headwatch.fixtures.heldmodel import MixedPrecisionActive
 
     model = trainruns.tiny_model(dropout=0.0)
     model.forward = torch.autocast("cpu", dtype=torch.bfloat16)(model.forward)  # no original kept to fall back on
@@ -589,7 +589,7 @@ class FullyShardedDataParallel(torch.nn.Module):
 
 
 def test_wrappers_are_unwrapped_and_sharded_ones_refused(tmp_path):
-    from headwatch.fixtures.trainloop import ModelNotMeasurable, unwrap
+    from headwatch.fixtures.heldmodel import ModelNotMeasurable, unwrap
 
     model = trainruns.tiny_model()
     assert unwrap(torch.nn.parallel.DataParallel(model)) is model  # a .module wrapper without a config
@@ -677,7 +677,7 @@ def test_a_huge_example_count_is_refused_before_any_allocation(tmp_path, monkeyp
 def test_a_module_the_probes_cannot_read_is_refused(tmp_path):
     from transformers import GPTNeoXForCausalLM
 
-    from headwatch.fixtures.trainloop import ModelNotMeasurable
+    from headwatch.fixtures.heldmodel import ModelNotMeasurable
 
     probe = TrainingProbe.for_run("odd-modules", tmp_path / "run", TINY_PROBE, measure_fn=_never)
     with pytest.raises(ModelNotMeasurable, match="model: a Linear without a config"):
