@@ -644,6 +644,7 @@ def test_a_moved_run_is_judged_with_nothing_measured_again(tmp_path, monkeypatch
     found, missing = Provider(ProviderOptions(cache_dir=tmp_path / "other-cache")).cached_records(pm)
     assert [r.revision for r in found] == list(pm.revisions) and missing == []
     assert all(is_cached(provider, pm, r) for r in pm.revisions)
+    assert provider.list_revisions(pm) == ["step0", "step4", "step8"]  # the run's .headwatch/ is no revision
 
 
 # ---- 5. refused before any compute, naming the argument ---------------------------------------------
