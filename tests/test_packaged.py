@@ -134,3 +134,16 @@ def test_an_unknown_packaged_model_is_a_panel_error(tmp_path):
                      'tokens = { table = { "0.1.2" = 1 } }\n')
     with pytest.raises(PanelError, match="no packaged model.*did you mean 'smollm2-135m-instruct'"):
         load_panel(panel)
+
+
+def test_without_train_missing_nothing_is_fetched(tmp_path, monkeypatch):
+    """`headwatch judge` without --train-missing downloads nothing: a packaged model not made ready is
+    NotFetched (a NotInCache, which judge lists as missing with the command that fills it)."""
+    from headwatch.fixtures.loading import NotInCache
+
+    monkeypatch.setenv("HEADWATCH_PACKAGES_CACHE", str(tmp_path / "packages"))
+    monkeypatch.setattr(packaged, "fetch_wheel", lambda *a: pytest.fail("fetched"))
+    provider = Provider(ProviderOptions(cache_dir=tmp_path / "m", device="cpu", train_missing=False))
+    model = load_panel("real-tiny").model("smollm2-135m")
+    with pytest.raises(NotInCache, match="--train-missing"):
+        provider.model_records(model)
