@@ -215,13 +215,18 @@ def _trajectory_claim(judge):
     """F2-F5 are claims about a model's training: judged on records of one revision only (a pretrained
     model a package ships, with no checkpoint from its training), the verdict is "not established"
     (the evidence, earlier checkpoints, is missing), whatever the one revision shows; a claim that does
-    not apply (F3 on a model not trained on DCLM) stays "not applicable"."""
+    not apply (F3 on a model not trained on DCLM, F2 without a declared shape) stays "not applicable",
+    its message saying that there is no trajectory either."""
     @functools.wraps(judge)
     def judged(records: Sequence[MeasurementRecord], *args, **kwargs) -> Verdict:
         verdict = judge(records, *args, **kwargs)
-        if len(records) >= 2 or verdict.status is Status.NOT_APPLICABLE:
+        if len(records) >= 2:
             return verdict
         revisions = ", ".join(r.revision for r in records) or "none"
+        if verdict.status is Status.NOT_APPLICABLE:
+            return dataclasses.replace(verdict, key="one revision: no trajectory", margin=None, message=(
+                f"{verdict.claim} does not apply here, and the records hold one revision ({revisions}): no "
+                f"trajectory either. At that revision alone: {verdict.message}"))
         return dataclasses.replace(
             verdict, status=Status.NOT_ESTABLISHED, margin=None, failing_revisions=(), failing_heads=(),
             key="one revision: no trajectory",

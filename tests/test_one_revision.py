@@ -25,8 +25,11 @@ def test_trajectory_claims_on_one_revision_are_not_established(pythia):
         assert verdict.status is Status.NOT_ESTABLISHED, (claim, verdict.message)
         assert verdict.message.startswith(f"not established: {claim} is a claim about training")
         assert "step143000" in verdict.message and verdict.margin is None and not verdict.failing_revisions
-    # a claim that does not apply stays so
-    assert judge_f3(final, model.expect).status is Status.NOT_APPLICABLE
+    # a claim that does not apply stays so, and says there is no trajectory either
+    not_dclm = judge_f3(final, model.expect)
+    assert not_dclm.status is Status.NOT_APPLICABLE and "one revision (step143000): no trajectory" in not_dclm.message
+    no_shape = judge_f2(final, model.expect.__class__())
+    assert no_shape.status is Status.NOT_APPLICABLE and no_shape.key == "one revision: no trajectory"
     # F1 and the causal check judge the one revision as they would any final one
     assert judge_f1(final).status is judge_f1(records).status is Status.HOLDS
     assert judge_causal(final, model.expect).status is judge_causal(records, model.expect).status

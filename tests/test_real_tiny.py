@@ -63,14 +63,17 @@ def test_packaged_model_is_measured_with_its_provenance(provider, name, record_p
 
 @pytest.mark.parametrize("name", list(GEOMETRY))
 def test_verdicts_at_one_revision(provider, name):
-    """F1 and the causal check are judged at the one revision; F2, F4 and F5 need a trajectory and are
-    not established; F3 does not apply (neither model is declared as trained on DCLM)."""
+    """F1 and the causal check are judged at the one revision; F4 and F5 need a trajectory and are not
+    established; F2 (no shape declared) and F3 (neither model is declared as trained on DCLM) do not
+    apply, and say there is no trajectory either."""
     pm, records = _records(provider, name)
     verdicts = judge_model(records, pm.expect, pm.total_tokens)
-    for claim in ("F2", "F4", "F5"):
+    for claim in ("F4", "F5"):
         assert verdicts[claim].status is Status.NOT_ESTABLISHED, verdicts[claim].message
-        assert "one revision" in verdicts[claim].message
-    assert verdicts["F3"].status is Status.NOT_APPLICABLE
+    for claim in ("F2", "F3"):
+        assert verdicts[claim].status is Status.NOT_APPLICABLE, verdicts[claim].message
+    for claim in ("F2", "F3", "F4", "F5"):
+        assert "one revision" in verdicts[claim].message and verdicts[claim].key == "one revision: no trajectory"
     assert verdicts["F1"].details.revisions_checked == 1
     assert verdicts["F1"].status is not Status.NOT_ESTABLISHED and verdicts["causal"].status is not Status.NOT_JUDGED
 
