@@ -38,7 +38,7 @@ def _model(tmp_path: Path, chunks: list[bytes]) -> tuple[PackagedModel, Path]:
         _, sha = _wheel(wheels_dir, name, f"fake_part{i}/data/m.gguf.part{i}", data)
         wheels.append(Wheel(f"fake-part{i}", "1.0", name, sha, f"fake_part{i}/data/m.gguf.part{i}"))
     whole = b"".join(chunks)
-    model = PackagedModel("fake", "a fake", tuple(wheels), "m.gguf", hashlib.sha256(whole).hexdigest(), len(whole),
+    model = PackagedModel("fake", "a fake", "fake", tuple(wheels), "m.gguf", hashlib.sha256(whole).hexdigest(), len(whole),
                           "Q4_1", "llama")
     return model, wheels_dir
 
