@@ -13,6 +13,7 @@ sensitivity grid (:mod:`headwatch.claims.sensitivity`) re-judges with other ``sp
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Sequence
 
@@ -195,9 +196,38 @@ def judge_f1(records: Sequence[MeasurementRecord], spec: Thresholds = SPEC) -> V
                    figure=figure, failing_revisions=tuple(v.revision for v in bad), failing_heads=heads)
 
 
+# ---- claims about training: one revision is no trajectory ----------------------------------------
+
+
+def _trajectory_claim(judge):
+    """F2-F5 are claims about a model's training: judged on records of one revision only (a pretrained
+    model a package ships, with no checkpoint from its training), the verdict is "not established"
+    (the evidence, earlier checkpoints, is missing), whatever the one revision shows; a claim that does
+    not apply (F3 on a model not trained on DCLM, F2 without a declared shape) stays "not applicable",
+    its message saying that there is no trajectory either."""
+    @functools.wraps(judge)
+    def judged(records: Sequence[MeasurementRecord], *args, **kwargs) -> Verdict:
+        verdict = judge(records, *args, **kwargs)
+        if len(records) >= 2:
+            return verdict
+        revisions = ", ".join(r.revision for r in records) or "none"
+        if verdict.status is Status.NOT_APPLICABLE:
+            return dataclasses.replace(verdict, key="one revision: no trajectory", margin=None, message=(
+                f"{verdict.claim} does not apply here, and the records hold one revision ({revisions}): no "
+                f"trajectory either. At that revision alone: {verdict.message}"))
+        return dataclasses.replace(
+            verdict, status=Status.NOT_ESTABLISHED, margin=None, failing_revisions=(), failing_heads=(),
+            key="one revision: no trajectory",
+            message=(f"not established: {verdict.claim} is a claim about training, and the records hold one "
+                     f"revision ({revisions}), no trajectory; it needs checkpoints from training (two revisions "
+                     f"at least). At that revision alone: {verdict.message}"))
+    return judged
+
+
 # ---- F2 ---------------------------------------------------------------------------------------
 
 
+@_trajectory_claim
 def judge_f2(records: Sequence[MeasurementRecord], expect: Expectations = _NONE, spec: Thresholds = SPEC) -> Verdict:
     """F2: the BOS-fraction shape matches the panel's expected shape (not applicable if none declared)."""
     step_share = spec.step_share
@@ -248,6 +278,7 @@ def _milestone_txt(name: str, m: T.Milestone) -> str:
     return f"{name} at {m.revision}, in {_bracket_txt(m)}"
 
 
+@_trajectory_claim
 def judge_f3(records: Sequence[MeasurementRecord], expect: Expectations = _NONE, spec: Thresholds = SPEC) -> Verdict:
     """F3: for DCLM models, t_bos50 / t_induction >= the bar (10). Not applicable otherwise.
 
@@ -321,6 +352,7 @@ def _f4_computed(conv: T.ConvergenceResult, intermediate: float) -> F4Computed |
                       None if b is None else (_round(b[0], 6), _round(b[1], 6)), intermediate)
 
 
+@_trajectory_claim
 def judge_f4(records: Sequence[MeasurementRecord], expect: Expectations = _NONE,
              total_tokens: float | None = None, spec: Thresholds = SPEC) -> Verdict:
     """F4: the first revision with recall of the final circuit >= 2/3 lies within 2.5% of training.
@@ -415,6 +447,7 @@ def _head(l: T.HeadLead, null: T.HeadNull) -> F5Head:
                   before_null_share=_round(null.before_null_share))
 
 
+@_trajectory_claim
 def judge_f5(records: Sequence[MeasurementRecord], spec: Thresholds = SPEC) -> Verdict:
     """F5: every final induction head has elevated PR at or before it first crosses the induction bar.
 

@@ -1,12 +1,13 @@
 """Where headwatch keeps what it computes: one function decides every default folder.
 
-- ``$HEADWATCH_CACHE_DIR`` (measurements), ``$HEADWATCH_ORGANISMS_CACHE`` (organism checkpoints) and
+- ``$HEADWATCH_CACHE_DIR`` (measurements), ``$HEADWATCH_ORGANISMS_CACHE`` (organism checkpoints),
   ``$HEADWATCH_FULL_SIZE_CACHE`` (the full-size random-init checkpoints ``benchmarks/full_size.py``
-  builds, ~21 GB for all three) win when set;
+  builds, ~21 GB for all three) and ``$HEADWATCH_PACKAGES_CACHE`` (packaged models' wheels and their
+  dequantized safetensors, ``headwatch.fixtures.packaged``: 1.9 GB for the real-tiny panel) win when set;
 - run from a source checkout (an editable install of the repository), the repository's own
-  ``.cache/headwatch``, ``.cache/organisms`` and ``.cache/full-size`` (gitignored);
+  ``.cache/headwatch``, ``.cache/organisms``, ``.cache/full-size`` and ``.cache/packages`` (gitignored);
 - an installed wheel never writes into site-packages: ``$XDG_CACHE_HOME/headwatch`` (default
-  ``~/.cache/headwatch``) and its ``organisms/`` and ``full-size/`` sub-folders.
+  ``~/.cache/headwatch``) and its ``organisms/``, ``full-size/`` and ``packages/`` sub-folders.
 
 The measurement cache's lock files are the exception: they live on this host only
 (:func:`host_lock_dir`), never beside the entries on a filesystem other machines share.
@@ -19,9 +20,9 @@ from pathlib import Path
 
 #: Environment variable that overrides each default folder.
 ENV = {"measurements": "HEADWATCH_CACHE_DIR", "organisms": "HEADWATCH_ORGANISMS_CACHE",
-       "full-size": "HEADWATCH_FULL_SIZE_CACHE"}
+       "full-size": "HEADWATCH_FULL_SIZE_CACHE", "packages": "HEADWATCH_PACKAGES_CACHE"}
 #: The folder of each kind inside a checkout's ``.cache/``.
-CHECKOUT_FOLDER = {"measurements": "headwatch", "organisms": "organisms", "full-size": "full-size"}
+CHECKOUT_FOLDER = {"measurements": "headwatch", "organisms": "organisms", "full-size": "full-size", "packages": "packages"}
 
 
 def source_checkout() -> Path | None:
@@ -37,7 +38,7 @@ def source_checkout() -> Path | None:
 
 
 def default_cache_dir(kind: str = "measurements") -> Path:
-    """The default folder for ``kind``: "measurements" (the headwatch cache), "organisms" or "full-size"."""
+    """The default folder for ``kind``: "measurements" (the headwatch cache), "organisms", "full-size" or "packages"."""
     if kind not in ENV:
         raise ValueError(f"unknown cache kind {kind!r}; one of {', '.join(ENV)}")
     env = os.environ.get(ENV[kind])

@@ -1,14 +1,21 @@
-"""Group ablation (docs/SPEC.md §4): zero chosen heads' slices of the output-projection input."""
+"""Group ablation (docs/SPEC.md §4): zero chosen heads' slices of the output-projection input.
+
+The ablation passes share their bottom: decoder layers below the lowest ablated layer compute the
+same thing in every pass (and in an unablated one), so :func:`prefix_output` computes them once per
+batch and :func:`replaying_prefix` hands their output to the layers above in each ablated pass. A
+circuit in layers 17-18 of SmolLM2's 30 spares 17/30 of two of its three passes.
+"""
 from __future__ import annotations
 
 import contextlib
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 import numpy as np
 import torch.nn as nn
 
-from .architectures import head_geometry, out_proj_modules
+from .architectures import decoder_layers, head_geometry, out_proj_modules
 from .record import head_key, parse_head_key
 
 
@@ -86,3 +93,62 @@ def matched_random_heads(circuit: Iterable[str], n_heads: int, seed: int = 123,
 def layer_heads(circuit: Iterable[str], n_heads: int) -> list[str]:
     """Every head of every layer that holds a circuit head (the whole-layer control)."""
     return [head_key(l, h) for l in heads_by_layer(circuit) for h in range(n_heads)]
+
+
+def lowest_layer(head_groups: Iterable[Iterable[str]]) -> int:
+    """The lowest layer any of the groups ablates (0 when none ablates anything)."""
+    return min((layer for heads in head_groups for layer in heads_by_layer(heads)), default=0)
+
+
+class _PrefixDone(Exception):
+    """Ends a forward pass once the shared prefix is computed (raised by a hook, caught below)."""
+
+
+def prefix_output(model: nn.Module, start: int, forward: Callable[[], Any]) -> Any:
+    """What decoder layer ``start - 1`` returns when ``forward()`` (one pass of ``model``) reaches it;
+    the pass stops there, so layers ``start`` and above are not computed. ``start`` >= 1."""
+    seen: dict[str, Any] = {}
+
+    def stop(_module, _args, output):
+        seen["output"] = output
+        raise _PrefixDone
+
+    handle = decoder_layers(model)[start - 1].register_forward_hook(stop)
+    try:
+        forward()
+    except _PrefixDone:
+        pass
+    finally:
+        handle.remove()
+    if "output" not in seen:
+        raise RuntimeError(f"the forward pass never reached decoder layer {start - 1}")
+    return seen["output"]
+
+
+class _Replay(nn.Module):
+    """Stands in for decoder layers 0..start-1: returns layer start-1's recorded output, whatever it is
+    given (the model's loop hands each layer's output to the next, so layer ``start`` receives it)."""
+
+    def __init__(self, output: Any) -> None:
+        super().__init__()
+        self.output = output
+
+    def forward(self, *_args: Any, **_kwargs: Any) -> Any:
+        return self.output
+
+
+@contextlib.contextmanager
+def replaying_prefix(model: nn.Module, start: int, output: Any) -> Iterator[None]:
+    """Within the block, decoder layers 0..start-1 are not computed: each returns ``output`` (what
+    :func:`prefix_output` recorded for this batch), so layers ``start`` and above compute exactly what
+    a whole pass on the same batch would. Nothing is replaced for ``start`` = 0."""
+    layers = decoder_layers(model)
+    originals = [layers[j] for j in range(start)]
+    stub = _Replay(output)
+    for j in range(start):
+        layers[j] = stub
+    try:
+        yield
+    finally:
+        for j, layer in enumerate(originals):
+            layers[j] = layer

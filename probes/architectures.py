@@ -42,7 +42,21 @@ ARCHITECTURES: dict[str, ArchSpec] = {
     "olmo2": ArchSpec(layers="model.layers", attention="self_attn", out_proj="o_proj", residual_writers=_DENSE_WRITERS),
     "olmoe": ArchSpec(layers="model.layers", attention="self_attn", out_proj="o_proj", experts="mlp.experts",
                       residual_writers=("self_attn.o_proj", "mlp.experts.down_proj")),
+    # Llama (SmolLM2 too): grouped-query attention, num_key_value_heads < num_attention_heads (SmolLM2-135M:
+    # 9 query heads share 3 key/value heads). A head is a query head: the capture repeats each key/value
+    # head to its num_key_value_groups query heads, and o_proj's input holds one slice per query head.
     "llama": ArchSpec(layers="model.layers", attention="self_attn", out_proj="o_proj", residual_writers=_DENSE_WRITERS),
+    # Gemma 3 (text): grouped-query attention (270M: 4 query heads, 1 key/value head, head_dim 256, so
+    # o_proj's input is 4 x 256 wide, not hidden_size), RMS norms on q and k before the rotary embedding,
+    # scores scaled by query_pre_attn_scalar ** -0.5 (the layer's own ``scaling``), and sliding-window
+    # layers (5 of every 6) whose window arrives as the layer's attention mask. The capture sees q and k
+    # after the norms and the rotary embedding, and takes the scaling and the mask the layer passes.
+    "gemma3_text": ArchSpec(layers="model.layers", attention="self_attn", out_proj="o_proj",
+                            residual_writers=_DENSE_WRITERS),
+    # Gemma 2: as Gemma 3 without q/k norms, and with attention-logit softcapping (softcap * tanh(s /
+    # softcap), 50 by default), which SDPA cannot compute: the capture computes such a layer's output
+    # itself, as the eager attention does (probes/capture.py).
+    "gemma2": ArchSpec(layers="model.layers", attention="self_attn", out_proj="o_proj", residual_writers=_DENSE_WRITERS),
     # GPT-2: q, k and v come fused from one Conv1D ``c_attn`` and the output projection is the
     # Conv1D ``c_proj``. A Conv1D stores its weight as [in, out], the transpose of nn.Linear's;
     # nothing here reads projection weights, only ``c_proj``'s input (the concatenated head

@@ -71,53 +71,84 @@ class CaptureRecorder:
 _RECORDER_ATTR = "_headwatch_recorder"
 
 
-def _query_row_attention(module: nn.Module, query, key, attention_mask, scaling) -> torch.Tensor:
-    """softmax(q_{T-1} K^T * scaling + mask) in fp32: [B, H, T]."""
+def _scores(module: nn.Module, query, key, scaling, softcap, rows: slice = slice(None)) -> torch.Tensor:
+    """Attention logits in fp32 for the query positions ``rows``: [B, H, rows, T_k].
+
+    Keys are repeated to the query heads (grouped-query attention: ``num_key_value_groups`` query
+    heads share one key head); scores are scaled by ``scaling`` (default 1/sqrt(d_head): Gemma's
+    query_pre_attn_scalar arrives here as the layer's own scaling) and, where the layer softcaps its
+    logits (Gemma 2's attn_logit_softcapping), squashed to softcap * tanh(scores / softcap) as its
+    eager attention does, before the mask.
+    """
     groups = getattr(module, "num_key_value_groups", 1)
     key = repeat_kv(key, groups) if groups > 1 else key
-    q_last = query[:, :, -1:, :].float()
-    scores = torch.matmul(q_last, key.float().transpose(2, 3))
+    scores = torch.matmul(query[:, :, rows, :].float(), key.float().transpose(2, 3))
     scores = scores * (scaling if scaling is not None else query.shape[-1] ** -0.5)
-    if attention_mask is not None:
-        mask = attention_mask[:, :, -1:, : key.shape[-2]]
-        if mask.dtype == torch.bool:
-            scores = scores.masked_fill(~mask, float("-inf"))
-        else:
-            scores = scores + mask.float()
-    return torch.softmax(scores, dim=-1)[:, :, 0, :]
+    if softcap is not None:
+        scores = torch.tanh(scores / softcap) * softcap
+    return scores
 
 
-def _first_position_attention(module: nn.Module, query, key, attention_mask, scaling) -> torch.Tensor:
+def _masked(scores: torch.Tensor, attention_mask, rows: slice) -> torch.Tensor:
+    """``scores`` [B, H, rows, T_k] with the layer's mask (bool: keep where True; float: added)
+    applied for the same query rows; a layer with no mask (SDPA's plain causal case) keeps all."""
+    if attention_mask is None:
+        return scores
+    mask = attention_mask[:, :, rows, : scores.shape[-1]]
+    return scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask.float()
+
+
+def _query_row_attention(module: nn.Module, query, key, attention_mask, scaling, softcap=None) -> torch.Tensor:
+    """softmax(softcap(q_{T-1} K^T * scaling) + mask) in fp32: [B, H, T]."""
+    last = slice(query.shape[-2] - 1, None)
+    return torch.softmax(_masked(_scores(module, query, key, scaling, softcap, last), attention_mask, last), dim=-1)[:, :, 0, :]
+
+
+def _first_position_attention(module: nn.Module, query, key, attention_mask, scaling, softcap=None) -> torch.Tensor:
     """Attention to position 0 from every query position 1..T-1, averaged over them: [B, H], fp32.
 
     Whole causal attention rows (softmax(Q K^T * scaling + mask)), B x H x T x T in fp32.
     """
-    groups = getattr(module, "num_key_value_groups", 1)
-    key = repeat_kv(key, groups) if groups > 1 else key
     T = query.shape[-2]
-    scores = torch.matmul(query.float(), key.float().transpose(2, 3))
-    scores = scores * (scaling if scaling is not None else query.shape[-1] ** -0.5)
+    everything = slice(None)
+    scores = _scores(module, query, key, scaling, softcap)
     causal = torch.ones(T, key.shape[-2], dtype=torch.bool, device=scores.device).tril()
-    scores = scores.masked_fill(~causal, float("-inf"))
-    if attention_mask is not None:
-        mask = attention_mask[:, :, :T, : key.shape[-2]]
-        scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask.float()
+    scores = _masked(scores.masked_fill(~causal, float("-inf")), attention_mask, everything)
     return torch.softmax(scores, dim=-1)[:, :, 1:, 0].mean(-1)
+
+
+def _softcapped_attention(module: nn.Module, query, key, value, attention_mask, scaling, softcap) -> torch.Tensor:
+    """The layer output where SDPA cannot compute it (softcapped logits): [B, T, H, D], in the query's
+    dtype, as the model's eager attention computes it (scores, softcap, mask, softmax in fp32, then V)."""
+    groups = getattr(module, "num_key_value_groups", 1)
+    value = repeat_kv(value, groups) if groups > 1 else value
+    scores = _scores(module, query, key, scaling, softcap)
+    if attention_mask is None:  # SDPA's mask functions leave the plain causal mask implicit
+        T = query.shape[-2]
+        causal = torch.ones(T, key.shape[-2], dtype=torch.bool, device=scores.device).tril(key.shape[-2] - T)
+        scores = scores.masked_fill(~causal, float("-inf"))
+    weights = torch.softmax(_masked(scores, attention_mask, slice(None)), dim=-1).to(value.dtype)
+    return torch.matmul(weights, value).transpose(1, 2).contiguous()
 
 
 def capture_attention_forward(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
     """Attention function registered with transformers as ``headwatch_capture``.
 
     query: [B, H, T, D]; key/value: [B, H_kv, T, D]. Returns (output [B, T, H, D], None) exactly
-    like the SDPA implementation, and records the query row and head outputs on the side.
+    like the SDPA implementation (or, for a layer that softcaps its logits, which SDPA cannot, like
+    the eager one), and records the query row and head outputs on the side.
     """
-    output, _ = sdpa_attention_forward(
-        module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
-    )
+    softcap = kwargs.get("softcap")
+    if softcap is None:
+        output, _ = sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
+        )
+    else:
+        output = _softcapped_attention(module, query, key, value, attention_mask, scaling, softcap)
     recorder = getattr(module, _RECORDER_ATTR, None)
     if recorder is not None:
-        row = _query_row_attention(module, query, key, attention_mask, scaling)
-        first = (_first_position_attention(module, query, key, attention_mask, scaling)
+        row = _query_row_attention(module, query, key, attention_mask, scaling, softcap)
+        first = (_first_position_attention(module, query, key, attention_mask, scaling, softcap)
                  if recorder.want_first_position else None)
         recorder.layers[module.layer_idx] = LayerCapture(
             attention_row=row, head_output=output[:, -1, :, :].detach(), first_position_attention=first

@@ -120,6 +120,30 @@ def task_metrics(
     return acc.metrics()
 
 
+def ablation_metrics(
+    model: nn.Module, batch: InductionBatch, batch_size: int, device: torch.device,
+    groups: dict[str, list[str]], progress: Callable | None = None,
+) -> dict[str, TaskMetrics]:
+    """Task metrics over the batch with each group's heads zeroed, one group at a time: what
+    :func:`task_metrics` gives per group, batch by batch. The layers below the lowest ablated layer
+    run once per batch for all groups (probes/ablation.py: ``prefix_output``, ``replaying_prefix``),
+    on the same examples as the whole passes, so every number is the same."""
+    start = ablation_lib.lowest_layer(groups.values())
+    accumulators = {name: TaskAccumulator() for name in groups}
+    with torch.inference_mode():
+        for lo, hi in _chunks(len(batch), batch_size):
+            part = batch.slice(lo, hi)
+            tokens = part.tokens.to(device)
+            shared = (ablation_lib.prefix_output(model, start, lambda: _query_logits(model, tokens))
+                      if start > 0 else None)
+            for name, heads in groups.items():
+                with ablation_lib.ablated(model, heads), ablation_lib.replaying_prefix(model, start, shared):
+                    accumulators[name].update(_query_logits(model, tokens), part.b)
+                if progress:
+                    progress(hi - lo)
+    return {name: acc.metrics() for name, acc in accumulators.items()}
+
+
 def _model_device(model: nn.Module) -> torch.device:
     return next(model.parameters()).device
 
@@ -270,9 +294,8 @@ def measure(
                     circuit, geometry.n_heads, settings.ablation_seed, n_layers=geometry.n_layers),
                 "circuit_layers": ablation_lib.layer_heads(circuit, geometry.n_heads),
             }
-            for name, heads in groups.items():
-                metrics = task_metrics(model, batch, settings.batch_size, device, heads, progress_of)
-                ablations.append(AblationResult(name, tuple(heads), metrics))
+            metrics = ablation_metrics(model, batch, settings.batch_size, device, groups, progress_of)
+            ablations.extend(AblationResult(name, tuple(heads), metrics[name]) for name, heads in groups.items())
     finally:
         bar.close()
     intervals_started = time.perf_counter()

@@ -50,6 +50,17 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(
     [str(headwatch_testing.PATH_ENTRY), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]))
 
+def pytest_collection_modifyitems(config, items):
+    """The real-tiny tier (tests marked ``real_tiny``: minutes each, PyPI downloads on first use) runs only
+    when ``-m`` names it (``pytest tests -m real_tiny``); any other run leaves it out, deselected."""
+    if "real_tiny" in (config.option.markexpr or ""):
+        return
+    keep = [item for item in items if item.get_closest_marker("real_tiny") is None]
+    if len(keep) != len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item.get_closest_marker("real_tiny")])
+        items[:] = keep
+
+
 #: The parity bound (float32) on attention rows and head outputs: issue 16, every architecture.
 PARITY_BOUND = 1e-5
 #: Logits pass through every later layer and the head: a looser bound.

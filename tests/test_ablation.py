@@ -100,3 +100,48 @@ def test_gpt2_head_ablation_equals_zeroing_its_value_columns():
         silenced_logits = model(TOKENS).logits
     assert torch.allclose(ablated_logits, silenced_logits, atol=1e-6)
     assert not torch.allclose(ablated_logits, plain_logits, atol=1e-4)
+
+
+# ---- the shared prefix of the ablation passes (issue 36) ----------------------------------------
+
+
+@pytest.mark.parametrize("model_type", ["llama", "gpt2", "gemma3_text", "olmoe"])
+def test_ablation_passes_from_the_shared_prefix_give_the_whole_passes_numbers(model_type):
+    """ablation_metrics computes the layers below the lowest ablated one once per batch and replays
+    their output; every group's metrics equal those of whole passes (task_metrics) exactly, and the
+    model is left as it was (its layers back in place, no hook left)."""
+    from headwatch.probes.ablation import lowest_layer
+    from headwatch.probes.architectures import decoder_layers
+    from headwatch.probes.batch import induction_batch
+    from headwatch.probes.measure import ablation_metrics, task_metrics
+
+    model = tiny_model(model_type, seed=7, n_layers=4)
+    batch = induction_batch(12, 64, 10, 300, seed=3)
+    groups = {"circuit": ["L2_H1", "L3_H0"], "random": ["L2_H3", "L3_H2"], "layers": ["L2_H0", "L2_H1", "L3_H3"]}
+    assert lowest_layer(groups.values()) == 2
+    layers_before = list(decoder_layers(model))
+    shared = ablation_metrics(model, batch, 5, torch.device("cpu"), groups)
+    for name, heads in groups.items():
+        assert shared[name] == task_metrics(model, batch, 5, torch.device("cpu"), heads), name
+    assert list(decoder_layers(model)) == layers_before
+    assert not any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
+    # a group that ablates nothing below layer 0 runs whole passes, and still agrees
+    whole = ablation_metrics(model, batch, 5, torch.device("cpu"), {"first": ["L0_H0"]})
+    assert whole["first"] == task_metrics(model, batch, 5, torch.device("cpu"), ["L0_H0"])
+
+
+def test_replayed_prefix_is_what_a_whole_pass_hands_the_layer_above():
+    """The replay is seen by the layers above: with a wrong prefix output the logits change."""
+    from headwatch.probes.ablation import prefix_output, replaying_prefix
+
+    model = tiny_model("llama", seed=8, n_layers=3)
+    tokens = torch.randint(0, 300, (2, 20), generator=torch.Generator().manual_seed(0))
+    with torch.inference_mode():
+        full = model(tokens).logits
+        out = prefix_output(model, 2, lambda: model(tokens))
+        with replaying_prefix(model, 2, out):
+            replayed = model(tokens).logits
+        with replaying_prefix(model, 2, torch.zeros_like(out)):
+            wrong = model(tokens).logits
+    assert torch.equal(full, replayed)
+    assert not torch.allclose(full, wrong)

@@ -53,6 +53,8 @@ DEFECTS: dict[tuple[str, str, str], str] = {
     ("headwatch/__main__.py", "", "SystemExit"): "python -m headwatch passing main()'s exit status on",
     # the probe engine's internal contracts (settings are validated before a model is loaded)
     ("probes/ablation.py", "ablated", "ValueError"): "heads come from the screen of the same model",
+    ("probes/ablation.py", "prefix_output.stop", "_PrefixDone"): "ends a forward pass on purpose; caught in prefix_output",
+    ("probes/ablation.py", "prefix_output", "RuntimeError"): "the forward pass and the layer table disagree",
     ("probes/architectures.py", "residual_writer_parameters", "ValueError"): "the architecture table itself (organism growth)",
     ("probes/capture.py", "CaptureRecorder.stacked", "RuntimeError"): "the capture hooks and the forward pass disagree",
     ("probes/capture.py", "CaptureRecorder.first_position", "RuntimeError"): "asked before it was recorded",

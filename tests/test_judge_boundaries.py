@@ -460,9 +460,12 @@ def test_f2_messages_and_keys():
     none = judge_f2(healthy())
     assert none.message.endswith("; no shape declared in the panel") and none.details.expected is None
     assert none.margin is None
-    one = judge_f2([healthy()[3]], Expectations(bos_shape="ramp"))  # a single revision: no rise at all
-    assert (one.key, one.message) == ("flat: 0.0 of 0.0 pts",
-                                      "BOS fraction is flat: largest adjacent rise 0.0 of 0.0 points; expected ramp")
+    one = judge_f2([healthy()[3]], Expectations(bos_shape="ramp"))  # a single revision: no trajectory (issue 36)
+    assert one.status is Status.NOT_ESTABLISHED and one.key == "one revision: no trajectory"
+    assert one.message.startswith("not established: F2 is a claim about training, and the records hold one revision "
+                                  "(step3), no trajectory")
+    assert one.message.endswith("At that revision alone: BOS fraction is flat: largest adjacent rise 0.0 of 0.0 "
+                                "points; expected ramp")
     assert one.details.largest_rise is None and one.details.first_pct == one.details.final_pct == 31.25
 
 
@@ -581,9 +584,11 @@ def test_f5_with_two_dimensional_heads():
 
 
 def test_f5_on_a_single_revision():
-    """One revision: every final head crosses at it; elevated there or not at all."""
+    """One revision: every final head crosses at it; elevated there or not at all. No trajectory, so
+    not established (issue 36), whatever the revision shows; the details are still the revision's."""
     v = judge_f5([healthy()[-1]])
-    assert v.status is Status.HOLDS and v.details.null_p == pytest.approx(3 / 32 * 2 / 31 * 1 / 30, rel=1e-3)
+    assert v.status is Status.NOT_ESTABLISHED and "one revision" in v.message
+    assert v.details.null_p == pytest.approx(3 / 32 * 2 / 31 * 1 / 30, rel=1e-3)
     assert v.details.null_p_before == 0.0 and v.details.rise_holds is None and v.details.at == (A, B, C)
 
 

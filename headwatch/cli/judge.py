@@ -106,6 +106,10 @@ def run(args: argparse.Namespace) -> int:
         result["models"][entry.repo] = {claim: v.to_dict() for claim, v in verdicts.items()}
         print(f"== {entry.repo}" + (f" ({entry.name}, panel {entry.panel})" if entry.panel != NO_PANEL else "")
               + f": {len(records)} revisions", file=out)
+        package = records[-1].provenance.get("package")
+        if package:  # a packaged model (fixtures/packaged.py): where its weights came from
+            print(f"  weights   {package['package']} {package['version']}, {package['gguf_file']} (sha256 "
+                  f"{package['gguf_sha256']}), {package['weights']}", file=out)
         for claim, v in verdicts.items():  # formation first where declared, then CLAIMS in order
             print(f"  {claim:<9} {status_word(v):<27} {v.key:<34} {v.message}", file=out)
         unexpected += surprises(verdicts)

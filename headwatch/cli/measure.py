@@ -23,7 +23,7 @@ from pathlib import Path
 
 from headwatch import selection, validation
 from headwatch.files import check_output_file, json_text
-from headwatch.fixtures import loading
+from headwatch.fixtures import loading, packaged
 from headwatch.probes.record import ProbeSettings
 from headwatch.validation import CLI_FLAGS, InputError, argtype
 
@@ -132,6 +132,9 @@ def run(args: argparse.Namespace) -> int:
                              **resolved.weights_provenance())
     if checkpoint.plan is not None:
         record.provenance.update(checkpoint.plan.provenance())
+    package = packaged.checkpoint_provenance(resolved.path)
+    if package is not None:  # a packaged model's folder (fixtures/packaged.py): where its weights came from
+        record.provenance["package"] = package
     if out is None:
         sys.stdout.write(json_text(record.to_dict()))
         sys.stdout.flush()

