@@ -65,7 +65,8 @@ def _records(chosen: selection.Selection) -> tuple[list[tuple[Any, list[Any]]], 
 
 def _populations(judged: dict[str, tuple[Any, list[Any], dict[str, Any]]], result: dict[str, Any], out: Any) -> int:
     """Print each population among the judged models (claims over its reference members, candidates'
-    places: claims/population.py) and add it to ``result``; the number of candidates that are outliers."""
+    places: claims/population.py) and add it to ``result``; the number of placements that fail (an outlier
+    beyond the Bonferroni bound at SPEC.population_outlier_alpha; a flag does not count)."""
     from headwatch.claims.population import member_from_verdicts, population_report, population_table
     from headwatch.fixtures.panels import populations
 
@@ -77,14 +78,15 @@ def _populations(judged: dict[str, tuple[Any, list[Any], dict[str, Any]]], resul
         report = population_report(pop.id, members)
         print(population_table(report), file=out)
         result.setdefault("populations", {})[pop.id] = report.to_dict()
-        outliers += sum(p.outlier for places in report.placements.values() for p in places.values())
+        outliers += report.failing_candidates  # an outlier flag is not news; a failing placement is
     return outliers
 
 
 def run(args: argparse.Namespace) -> int:
     """Print every model's verdicts, then each population's; 1 if a claim fails that the panel did not
     declare (or a declared deviation did not occur, or does not match what was measured; or an organism
-    did not form; or a population's candidate is an outlier among its reference members);
+    did not form; or a population's candidate fails its placement among the reference members: an
+    outlier beyond SPEC.population_outlier_alpha, not a flag);
     2 on bad input or when something to judge is missing (listed with the command that fills it)."""
     # Deferred: the judge imports torch (through the probes' head sets); `headwatch judge --help` need not.
     from headwatch.claims.judge import judge_model, status_word, surprises
