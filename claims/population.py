@@ -613,7 +613,7 @@ def place(quantity: str, candidate: Member, reference: Sequence[Member], spec: T
                       f"outlier (flag), the same event as {same_event_as} (counted once, there): {fact}", **kw)
     bonferroni = f" x {family} quantities compared = {p_adjusted:.3g}" if family > 1 else ""
     if p_adjusted < alpha:
-        return result(Status.FAILS, f"outlier: {fact}{bonferroni} < alpha {alpha:g}: it does not belong with them",
+        return result(Status.FAILS, f"outlier (fails): {fact}{bonferroni} < alpha {alpha:g}: it does not belong with them",
                       **kw)
     need = min_members_to_fail(family, alpha)
     return result(Status.CONSISTENT_NOT_ESTABLISHED,
@@ -755,7 +755,7 @@ def population_table(report: PopulationReport) -> str:
             lines.append(f"    {mid}: {g.text(q)}")
     for cid, ps in report.placements.items():
         for q, p in ps.items():
-            lines.append(f"  candidate {cid} {q}: {p.flag or p.status.words}: {p.message}")
+            lines.append(f"  candidate {cid} {q}: " + ("" if p.outlier else f"{p.status.words}: ") + p.message)
     return "\n".join(lines)
 
 

@@ -71,7 +71,7 @@ def test_negative_control_candidate_beyond_160_siblings_fails_once():
     t = places["t_induction"]
     assert t.outlier and t.side == "above" and t.status is Status.FAILS, t.message
     assert t.rank == (161, 161) and t.p_extreme == pytest.approx(2 / 161) and t.p_adjusted == pytest.approx(8 / 161)
-    assert t.message.startswith("outlier: seed160's t_induction is 100B (20B, 100B], later than every one of the 160 ")
+    assert t.message.startswith("outlier (fails): seed160's t_induction is 100B (20B, 100B], later than every one of the 160 ")
     assert t.message.endswith("(2 of the 161 ranks) x 4 quantities compared = 0.0497 < alpha 0.05: it does not belong with them")
     assert [places[q].same_event_as for q in ("F3_ratio", "F4_recall_point")] == ["t_induction", "t_induction"]
     assert [places[q].status for q in QUANTITIES] == [Status.FAILS, Status.HOLDS, Status.CONSISTENT_NOT_ESTABLISHED,

@@ -463,7 +463,7 @@ def test_headwatch_judge_prints_the_population_and_exits_1_only_for_a_failing_pl
 
     code, data, printed = run(5)
     assert code == 0 and "population p: 5 reference member(s), 1 candidate(s)" in printed
-    assert "candidate p-seed5 t_induction: outlier (flag): outlier (flag): p-seed5's t_induction is 100B" in printed
+    assert "candidate p-seed5 t_induction: outlier (flag): p-seed5's t_induction is 100B" in printed
     assert data["populations"]["p"]["claims"]["F1"]["k"] == 5
     placed = data["populations"]["p"]["placements"]["p-seed5"]
     assert placed["t_induction"]["outlier"] is True and placed["t_induction"]["status"] == "consistent_not_established"
@@ -471,7 +471,7 @@ def test_headwatch_judge_prints_the_population_and_exits_1_only_for_a_failing_pl
     code, data, printed = run(2)
     assert code == 0 and "candidate p-seed5 t_induction: holds: within its siblings" in printed
     code, data, printed = run(5, MANY_SIBLING_ONSETS)
-    assert code == 1 and "candidate p-seed160 t_induction: outlier (fails): outlier: p-seed160's" in printed
+    assert code == 1 and "candidate p-seed160 t_induction: outlier (fails): p-seed160's" in printed
     # --seeds 0-4: the candidate (seed 5) is not selected; the population is judged without it
     folder, panel = tmp_path / "records-5-5", tmp_path / "p5.toml"
     assert main(["judge", "--panel", str(panel), "--reference-dir", str(folder), "--seeds", "0-4"]) == 0
