@@ -13,6 +13,7 @@ sensitivity grid (:mod:`headwatch.claims.sensitivity`) re-judges with other ``sp
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Sequence
 
@@ -75,9 +76,15 @@ def _with_interval(value: float, interval: tuple | None) -> str:
 # ---- F1 ---------------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _layer(head: str) -> int:
+    """A head key's layer, parsed once per key (F1 looks at every head of every revision, again per grid row)."""
+    return parse_head_key(head)[0]
+
+
 def _early_heads(record: MeasurementRecord, layers: Sequence[int]) -> list[str]:
     wanted = set(layers)
-    return [h for h in record.all_head_selectivity if parse_head_key(h)[0] in wanted]
+    return [h for h in record.all_head_selectivity if _layer(h) in wanted]
 
 
 def _early_peak(records: Sequence[MeasurementRecord], layers: Sequence[int]

@@ -264,7 +264,7 @@ def read_bounded(path: str | os.PathLike, what: str, limit: int | None = None) -
 
 
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
-_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_STRINGS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')  # a JSON string, the loop unrolled (twice as fast)
 
 
 def nesting_depth(text: str | bytes) -> int:

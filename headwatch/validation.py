@@ -492,6 +492,12 @@ def from_data(tp: Any, value: Any, where: str, rule: Rule | None = None) -> Any:
     import types
     import typing
 
+    fast = _fast_converter(tp, rule)
+    if fast is not None:  # the common shapes, decided without building a path per value (a record has ~10^4)
+        try:
+            return fast(value)
+        except _NotFast:  # something the fast path does not accept: the exact path names it below
+            pass
     if tp in _BASE_RULES:  # the leaves: most of a record, so checked first
         checked = _BASE_RULES[tp].check(value, where)
         return rule.check(checked, where) if rule is not None else checked
@@ -545,6 +551,94 @@ def from_data(tp: Any, value: Any, where: str, rule: Rule | None = None) -> Any:
 
 _BASE_RULES: dict[type, Rule] = {int: Rule(int, "an integer"), float: Rule(float, "a finite number"),
                                   str: Rule(str, "a string"), bool: Rule(bool, "true or false")}
+
+
+class _NotFast(Exception):
+    """The fast path met a value it does not accept as is; :func:`from_data`'s exact path decides."""
+
+
+def _fast_leaf(kind: type, rule: Rule | None) -> Callable[[Any], Any] | None:
+    """A leaf converter accepting exactly the values ``_BASE_RULES[kind]`` then ``rule`` accept (finite
+    floats, ints as floats, plain ints and strings within the rule's bounds); None for anything else."""
+    if rule is not None and (rule.kind is not kind or (rule.choices and kind is not str)):
+        return None
+    lo, hi, above = (rule.min, rule.max, rule.above) if rule is not None else (None, None, False)
+    choices = rule.choices if rule is not None else ()
+    isfinite = math.isfinite
+
+    def bounded(x: Any) -> Any:
+        if (lo is not None and (x <= lo if above else x < lo)) or (hi is not None and x > hi):
+            raise _NotFast
+        return x
+
+    if kind is float:
+        def leaf(v: Any) -> Any:
+            t = type(v)
+            if t is not float and t is not int:
+                raise _NotFast
+            x = float(v)
+            if not isfinite(x):
+                raise _NotFast
+            return bounded(x)
+    elif kind is int:
+        def leaf(v: Any) -> Any:
+            if type(v) is not int:
+                raise _NotFast
+            return bounded(v)
+    elif kind is str:
+        def leaf(v: Any) -> Any:
+            if type(v) is not str or (choices and v not in choices):
+                raise _NotFast
+            return v
+    else:
+        return None
+    return leaf
+
+
+@functools.lru_cache(maxsize=None)
+def _fast_converter(tp: Any, rule: Rule | None) -> Callable[[Any], Any] | None:
+    """A converter giving what :func:`from_data` gives for the shapes records are made of (leaves,
+    ``X | None``, ``dict[str, X]``, lists and tuples of X), raising :class:`_NotFast` on any value it
+    does not accept as is; None for other types (dataclasses: their fields get converters of their own)."""
+    import types
+    import typing
+
+    if tp in _BASE_RULES:
+        return _fast_leaf(tp, rule)
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        options = [o for o in args if o is not type(None)]
+        inner = _fast_converter(options[0], rule) if len(options) == 1 and len(args) == 2 else None
+        if inner is None:
+            return None
+        return lambda v: None if v is None else inner(v)
+    if origin in (dict, Mapping) and args and args[0] is str:
+        inner = _fast_converter(args[1], rule)
+        if inner is None:
+            return None
+
+        def mapping(v: Any) -> dict:
+            if type(v) is not dict:
+                raise _NotFast
+            out = {}
+            for k, x in v.items():
+                if type(k) is not str:
+                    raise _NotFast
+                out[k] = inner(x)
+            return out
+        return mapping
+    if origin in (list, tuple) and args:
+        inner = _fast_converter(args[0], rule)
+        if inner is None:
+            return None
+        make = tuple if origin is tuple else list
+
+        def sequence(v: Any) -> Any:
+            if type(v) is not list and type(v) is not tuple:
+                raise _NotFast
+            return make([inner(x) for x in v])
+        return sequence
+    return None
 
 
 @functools.lru_cache(maxsize=None)

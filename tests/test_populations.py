@@ -374,8 +374,13 @@ def test_report_shows_a_population_grid_and_one_figure_per_quantity():
     assert pop.placements["p-seed5"]["t_induction"].outlier
     html = fragment(reports, {}, {"models": {}}, populations=[pop], population_figs=figs, test_list=False)
     assert 'id="hw-population-p"' in html and 'data-population="p"' in html
-    assert html.count('data-member="p-seed') == 6 * 6 and html.count('data-member="population"') == 6
-    assert "candidate</span>" in html and "OUTLIER" in html and "holds in 5 of 5 reference members" in html
+    # population x claim first (table#headwatch-populations), then the members behind it; the members
+    # are in no standalone verdict table
+    assert html.index('id="headwatch-populations"') < html.index('id="hw-population-p"') < html.index('id="hw-models"')
+    assert 'id="headwatch-verdicts"' not in html
+    assert html.count('data-model="p-seed') == 6 * 6 and html.count('data-population-claim=') == 2 * 6
+    assert "candidate</span>" in html and "OUTLIER (FLAG)" in html and "holds in 5 of 5 reference members" in html
+    assert html.count('<details class="model"') == 6 and html.count("<details class='rows'>") == 6
 
 
 @pytest.mark.parametrize("status", list(Status), ids=lambda s: s.value)
@@ -383,7 +388,7 @@ def test_a_population_cell_shows_every_status_a_member_can_have(status):
     # A member "not established" (missing evidence, issue 25) once raised KeyError in the grid.
     from headwatch.claims.report_render import _pop_cell
 
-    html = _pop_cell(status, "3/4", "why", "f1", "p-seed0")
+    html = _pop_cell(status, "3/4", "why", "f1", "p")
     assert f'data-status="{status.words}"' in html and 'title="why"' in html
 
 
