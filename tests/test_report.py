@@ -93,8 +93,10 @@ def test_cells_of_the_healthy_trajectory_hold_with_key_numbers():
     assert cells["F3"].key == "100x (20, 1000)"  # t_bos50 1e11 / t_induction 1e9; grid (2e10/1e9, 1e11/1e8)
     assert cells["F4"].key.startswith("67% at 0.1")
     # A, B elevated by their crossing (2 of 32 heads), C with A, B (3): 3 random heads all pass with p = 6.7e-5
-    assert cells["F5"].key == "3 of 3 heads (2 before, 1 at); null p 6.7e-05"
-    assert cells["causal"].key == "4.0% of base (rand 80.0%, p=5.1e-20)"  # 4 vs 80 of 2000
+    # by layer: each is the one head of its layer (of 4) elevated by then: (1/4)^3 = 0.016
+    assert cells["F5"].key == "3 of 3 heads (2 before, 1 at); null p 6.7e-05, by layer 0.016"
+    # 4 of 2000 against baseline 100 (the bar's exact test) and random 80
+    assert cells["causal"].key == "4.0% of base, p=1.8e-06 (rand 80.0%, p=5.1e-20)"
 
 
 @pytest.mark.parametrize("control", list(S.NEGATIVE_CONTROLS.values()), ids=lambda c: c.name)
