@@ -280,9 +280,11 @@ def judge_f3(records: Sequence[MeasurementRecord], expect: Expectations = _NONE,
     min_ratio = expect.min_ratio if expect.f3_min_ratio is not None else spec.f3_min_ratio
     min_heads = spec.induction_min_heads
 
+    bos = T.t_bos50(records, spec.bos_level, spec.bos)  # the same at every head count
+
     def separation(k: int) -> T.SeparationResult:
         return T.induction_bos_separation(records, min_heads=k, induction_threshold=spec.induction,
-                                          bos_level=spec.bos_level, bos_threshold=spec.bos)
+                                          bos_level=spec.bos_level, bos_threshold=spec.bos, bos=bos)
 
     sep = separation(min_heads)
     sensitivity = {}

@@ -141,7 +141,7 @@ def model_report(pm: PanelModel, provider: Provider, *, figures: bool = False, r
         if out.records:
             out.summarize()
             out.verdicts = judge_model(out.records, pm.expect, pm.total_tokens)
-            out.grid = sensitivity_grid(out.records, pm.expect, pm.total_tokens)
+            out.grid = sensitivity_grid(out.records, pm.expect, pm.total_tokens, verdicts=out.verdicts)
             if pm.member is not None:
                 out.member = member_from_verdicts(pm, out.records, out.verdicts)
     except Exception as e:  # a report about a broken model beats no report

@@ -181,10 +181,12 @@ def induction_bos_separation(
     induction_threshold: float = SPEC.induction,
     bos_level: float = SPEC.bos_level,
     bos_threshold: float = SPEC.bos,
+    bos: Milestone | None = None,
 ) -> SeparationResult:
-    """Both milestones and their ratio in tokens (docs/SPEC.md §5, F3)."""
+    """Both milestones and their ratio in tokens (docs/SPEC.md §5, F3); ``bos``: t_bos50 already
+    found with these settings (F3's sensitivity re-reads only t_induction)."""
     ind = t_induction(records, min_heads, induction_threshold)
-    bos = t_bos50(records, bos_level, bos_threshold)
+    bos = bos if bos is not None else t_bos50(records, bos_level, bos_threshold)
     ratio = None
     if ind.tokens is not None and bos.tokens is not None and ind.tokens > 0:
         ratio = bos.tokens / ind.tokens

@@ -595,6 +595,39 @@ def _fast_leaf(kind: type, rule: Rule | None) -> Callable[[Any], Any] | None:
     return leaf
 
 
+def _all_str(mapping: Mapping) -> bool:
+    return set(map(type, mapping)) <= {str}
+
+
+def _all_float(values: Any) -> bool:
+    return set(map(type, values)) <= {float}
+
+
+def _bulk_floats(rule: Rule | None) -> Callable[[Any], bool] | None:
+    """A check of many numbers at once, True only where every one passes ``_BASE_RULES[float]`` then
+    ``rule``: ints or floats (never bools), finite (their sum is: a NaN or an infinity makes it not),
+    within the rule's bounds. False sends the values to the exact path, which names the bad one."""
+    if rule is not None and (rule.kind is not float or rule.choices):
+        return None
+    lo, hi, above = (rule.min, rule.max, rule.above) if rule is not None else (None, None, False)
+
+    def ok(values: Any) -> bool:
+        values = list(values)
+        if not values:
+            return True
+        if not set(map(type, values)) <= {float, int}:
+            return False
+        try:
+            if not math.isfinite(sum(values)):
+                return False
+        except OverflowError:  # an int too large for a float
+            return False
+        if lo is not None and (min(values) <= lo if above else min(values) < lo):
+            return False
+        return hi is None or max(values) <= hi
+    return ok
+
+
 @functools.lru_cache(maxsize=None)
 def _fast_converter(tp: Any, rule: Rule | None) -> Callable[[Any], Any] | None:
     """A converter giving what :func:`from_data` gives for the shapes records are made of (leaves,
@@ -613,6 +646,24 @@ def _fast_converter(tp: Any, rule: Rule | None) -> Callable[[Any], Any] | None:
             return None
         return lambda v: None if v is None else inner(v)
     if origin in (dict, Mapping) and args and args[0] is str:
+        bulk = _bulk_floats(rule) if args[1] is float else None
+        if bulk is not None:  # dict[str, float]: a head's selectivities, PR, sink attention
+            def floats(v: Any) -> dict:
+                if type(v) is not dict or not bulk(v.values()) or not _all_str(v):
+                    raise _NotFast
+                return dict(v) if _all_float(v.values()) else {k: float(x) for k, x in v.items()}
+            return floats
+        pair = _bulk_floats(rule) if typing.get_origin(args[1]) is tuple and typing.get_args(args[1])[:1] == (float,) \
+            else None
+        if pair is not None:  # dict[str, tuple[float, ...]]: a head's intervals
+            def tuples(v: Any) -> dict:
+                if type(v) is not dict or not _all_str(v) or not all(type(b) is list or type(b) is tuple for b in v.values()):
+                    raise _NotFast
+                flat = [x for b in v.values() for x in b]
+                if not pair(flat):
+                    raise _NotFast
+                return {k: tuple(map(float, b)) for k, b in v.items()}
+            return tuples
         inner = _fast_converter(args[1], rule)
         if inner is None:
             return None
