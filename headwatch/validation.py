@@ -553,7 +553,7 @@ _BASE_RULES: dict[type, Rule] = {int: Rule(int, "an integer"), float: Rule(float
                                   str: Rule(str, "a string"), bool: Rule(bool, "true or false")}
 
 
-class _NotFast(Exception):
+class _NotFast(InputError):
     """The fast path met a value it does not accept as is; :func:`from_data`'s exact path decides."""
 
 
