@@ -726,7 +726,11 @@ def judge_population(population: Population, records: Mapping[str, Sequence[Meas
                      spec: Thresholds = SPEC) -> PopulationReport:
     """Judge every member (``records`` by member id; a member without records is left out) and the
     population: each claim over the reference members, each quantity's spread, each candidate's place."""
-    members = [judge_member(m, records[m.id], spec) for m in population.members if records.get(m.id)]
+    members = []
+    for m in population.members:  # one member's records at a time (``records`` may read them on access)
+        recs = records.get(m.id)
+        if recs:
+            members.append(judge_member(m, recs, spec))
     return population_report(population.id, members, spec)
 
 

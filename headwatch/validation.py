@@ -628,6 +628,39 @@ def _bulk_floats(rule: Rule | None) -> Callable[[Any], bool] | None:
     return ok
 
 
+def _nested_bulk(inner_tp: Any, rule: Rule | None) -> Callable[[Any], Any] | None:
+    """For ``dict[str, dict[str, float]]`` (a record's selectivities) and ``dict[str, dict[str, tuple[float,
+    ...]]]`` (their intervals): every number of every head checked in one bulk pass, the result built
+    in one comprehension (no call per head: a record has hundreds)."""
+    import typing
+
+    if typing.get_origin(inner_tp) not in (dict, Mapping) or typing.get_args(inner_tp)[:1] != (str,):
+        return None
+    leaf_tp = typing.get_args(inner_tp)[1]
+    pairs = typing.get_origin(leaf_tp) is tuple and typing.get_args(leaf_tp)[:1] == (float,)
+    bulk = _bulk_floats(rule) if leaf_tp is float or pairs else None
+    if bulk is None:
+        return None
+
+    def nested(v: Any) -> dict:
+        if type(v) is not dict or not _all_str(v) or not set(map(type, v.values())) <= {dict}:
+            raise _NotFast
+        if not all(_all_str(d) for d in v.values()):
+            raise _NotFast
+        leaves = [x for d in v.values() for x in d.values()]
+        if pairs:
+            if not set(map(type, leaves)) <= {list, tuple}:
+                raise _NotFast
+            leaves = [x for b in leaves for x in b]
+        if not bulk(leaves):
+            raise _NotFast
+        exact = _all_float(leaves)
+        if pairs:
+            return {k: {c: tuple(b) if exact else tuple(map(float, b)) for c, b in d.items()} for k, d in v.items()}
+        return {k: dict(d) if exact else {c: float(x) for c, x in d.items()} for k, d in v.items()}
+    return nested
+
+
 @functools.lru_cache(maxsize=None)
 def _fast_converter(tp: Any, rule: Rule | None) -> Callable[[Any], Any] | None:
     """A converter giving what :func:`from_data` gives for the shapes records are made of (leaves,
@@ -664,6 +697,9 @@ def _fast_converter(tp: Any, rule: Rule | None) -> Callable[[Any], Any] | None:
                     raise _NotFast
                 return {k: tuple(map(float, b)) for k, b in v.items()}
             return tuples
+        nested = _nested_bulk(args[1], rule)
+        if nested is not None:  # dict[str, dict[str, float | tuple[float, ...]]]: a whole record's table at once
+            return nested
         inner = _fast_converter(args[1], rule)
         if inner is None:
             return None
