@@ -29,7 +29,8 @@ from headwatch.fixtures.panels import (
 from headwatch.validation import InputError, seed_list
 
 pytest_plugins = ["pytester"]
-CLAIMS_DIR = Path(__file__).resolve().parent.parent / "claims"
+ROOT = Path(__file__).resolve().parent.parent
+CLAIMS_DIR = ROOT / "claims"
 
 
 def parse(text: str):
@@ -513,3 +514,52 @@ def test_a_population_failing_as_every_member_declares_says_so_in_its_table():
     assert report.claims["F1"].status is Status.FAILS and report.claims["F1"].all_failures_declared
     assert "F1        fails" in population_table(report) and "each failure a member's declared deviation" in \
         population_table(report)
+
+
+# ---- at the size of a seed suite (issue 33): from an evicted cache, no model loaded ---------------------
+
+
+@pytest.mark.slow
+def test_a_suite_shaped_population_from_an_evicted_cache(tmp_path, monkeypatch, capsys):
+    """13 planted PolyPythia-shaped members (pythia-14m and pythia-160m x 6 seeds, one 160m
+    candidate; full-size records of 24 and 144 heads), every checkpoint evicted (an empty Hub cache,
+    offline): ``headwatch judge`` warns once per model, not per revision, and never tells the user to
+    download; ``headwatch report`` opens with the population x claim table, keeps each model's detail
+    collapsed (13 > 12 models) and draws the population figures, not 5 per member.
+    benchmarks/population_scale.py runs the same at 51 models x 154 revisions."""
+    import importlib.util
+    import warnings
+
+    from headwatch.cli import main
+    from headwatch.fixtures.realconfigs import PYTHIA_SCHEDULE
+
+    spec = importlib.util.spec_from_file_location("population_scale", ROOT / "benchmarks" / "population_scale.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    revisions = list(PYTHIA_SCHEDULE.branches)[::30] + ["step143000"]
+    panel, records = bench.build(tmp_path / "work", ["14m", "160m"], [1, 2, 3, 4, 5, 1234], revisions)
+    assert records == 13 * len(revisions)
+    (tmp_path / "hub").mkdir()
+    for k, v in {"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hub"),
+                 "HEADWATCH_CACHE_DIR": str(tmp_path / "work" / "cache")}.items():
+        monkeypatch.setenv(k, v)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code = main(["judge", "--panel", str(panel)])
+    said = [str(w.message) for w in caught if "not resolvable" in str(w.message)]
+    printed = capsys.readouterr().out
+    assert code == 0, printed[-3000:]
+    assert len(said) == 13 and len({s.split("@")[0] for s in said}) == 13  # one per model, 13 x 6 revisions read
+    assert not any("hf download" in s for s in said) and all("one warning per model" in s for s in said)
+    assert "population pythia-160m: 6 reference member(s), 1 candidate(s)" in printed
+
+    assert main(["report", "--panel", str(panel), "--out", str(tmp_path / "report")]) == 0
+    html = (tmp_path / "report" / "report.html").read_text(encoding="utf-8")
+    assert html.index('id="headwatch-populations"') < html.index('id="hw-population-pythia-14m"') < html.index(
+        'id="hw-models"')
+    assert html.count('<details class="model"') == 13 and '<details class="model" id="hw-model-pythia-14m-seed1" open' \
+        not in html
+    assert 'data-figure="population-pythia-160m/population_induction"' in html
+    assert 'data-figure="pythia-14m-seed1/' not in html and not (tmp_path / "report" / "pythia-14m-seed1").exists()
+    assert len(html) < 1_000_000
