@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from headwatch.probes.record import MeasurementRecord
 from headwatch.spec import SPEC, Expectations, Thresholds
 
-from .judge import judge_f2, judge_f4, judge_model
+from .judge import judge_causal, judge_f1, judge_f2, judge_f3, judge_f4, judge_f5, judge_model
+from .trajectory import by_tokens
 from .verdict import Status, Verdict, fmt_share
 
 #: (Thresholds field, what it is, the spec field holding its grid).
@@ -51,13 +52,26 @@ class SensitivityGrid:
     robust: Mapping[str, bool]
 
 
-#: Knobs that only one claim reads, and how to re-judge that claim alone (the rest of the row is
-#: SPEC's: nothing else reads the knob; tests/test_report.py checks it against a whole re-judge).
-#: A grid of 154 revisions re-judged whole at every row was most of a population report's time (issue 33).
-ONE_CLAIM: dict[str, tuple[str, Callable[..., Verdict]]] = {
-    "step_share": ("F2", lambda recs, expect, total, s: judge_f2(recs, expect, s)),
-    "recall_level": ("F4", lambda recs, expect, total, s: judge_f4(recs, expect, total, s)),
+#: The claims whose verdict reads each knob (the grid re-judges only those; the rest of a row is
+#: SPEC's: tests/test_report.py checks every row against a whole re-judge). A 154-revision grid
+#: re-judged whole at every row was most of a population report's time (issue 33).
+READS: dict[str, tuple[str, ...]] = {
+    "bos": ("F1", "F2", "F3"),
+    "induction": ("F3", "F4", "F5", "causal"),
+    "step_share": ("F2",),
+    "recall_level": ("F4",),
 }
+#: Formation reads these too: with formation declared, their rows are judged whole.
+FORMATION_READS = ("bos", "induction")
+
+
+def _judge_one(claim: str, records: Sequence[MeasurementRecord], expect: Expectations, total_tokens: float | None,
+               spec: Thresholds) -> Verdict:
+    return {
+        "F1": lambda: judge_f1(records, spec), "F2": lambda: judge_f2(records, expect, spec),
+        "F3": lambda: judge_f3(records, expect, spec), "F4": lambda: judge_f4(records, expect, total_tokens, spec),
+        "F5": lambda: judge_f5(records, spec), "causal": lambda: judge_causal(records, expect, spec),
+    }[claim]()
 
 
 def sensitivity_grid(records: Sequence[MeasurementRecord], expect: Expectations = Expectations(),
@@ -70,20 +84,20 @@ def sensitivity_grid(records: Sequence[MeasurementRecord], expect: Expectations 
 
     base = {c: v.status.value for c, v in verdicts.items()} if verdicts is not None else statuses(spec)
     rows = [GridSetting(None, None, base)]
-    withheld = base.get("formation") == Status.FAILS.value  # a model that did not form: every claim not judged
+    recs = by_tokens(records)
     for knob, _, grid in KNOBS:
         for value in getattr(spec, grid):
             if value == getattr(spec, knob):
                 continue  # SPEC's own value is the first row
             s = dataclasses.replace(spec, **{knob: value})
-            if knob in ONE_CLAIM:
-                claim, judge = ONE_CLAIM[knob]
-                row = dict(base)
-                if not withheld:
-                    row[claim] = judge(records, expect, total_tokens, s).status.value
-                rows.append(GridSetting(knob, value, row))
-            else:
+            if expect.formation is not None and knob in FORMATION_READS:
                 rows.append(GridSetting(knob, value, statuses(s)))
+                continue
+            row = dict(base)
+            if base.get("formation") != Status.FAILS.value:  # a model that did not form: every claim not judged
+                for claim in READS[knob]:
+                    row[claim] = _judge_one(claim, recs, expect, total_tokens, s).status.value
+            rows.append(GridSetting(knob, value, row))
     claims = list(rows[0].statuses)
     robust = {c: len({r.statuses.get(c) for r in rows}) == 1 for c in claims}
     return SensitivityGrid(tuple(rows), robust)
