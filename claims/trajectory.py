@@ -500,7 +500,8 @@ def f5_null(records: Sequence[MeasurementRecord], leads: Sequence[HeadLead],
     """:class:`F5Null` for the final heads ``leads`` (None: no head crosses). Every record needs ``pr``."""
     recs = by_tokens(records)
     heads = list(recs[0].pr)  # type: ignore[arg-type]
-    crossings = [l.crossed.index for l in leads if l.crossed is not None]
+    crossed = [l for l in leads if l.crossed is not None]
+    crossings = [l.crossed.index for l in crossed]  # type: ignore[union-attr]
     if not crossings:
         return None
     series = {h: [float(r.pr[h]) for r in recs] for h in heads}  # type: ignore[index]
@@ -516,9 +517,8 @@ def f5_null(records: Sequence[MeasurementRecord], leads: Sequence[HeadLead],
     # layer-matched: within each layer the sets are nested too, and draws in different layers are independent
     layer_of = {h: parse_head_key(h)[0] for h in heads}
     by_layer: dict[int, list[int]] = {}
-    for l in leads:
-        if l.crossed is not None:
-            by_layer.setdefault(layer_of[l.head], []).append(l.crossed.index)
+    for l, i in zip(crossed, crossings):
+        by_layer.setdefault(layer_of[l.head], []).append(i)
     layer_p = 1.0
     for layer, indices in by_layer.items():
         members = [h for h in heads if layer_of[h] == layer]

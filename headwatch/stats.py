@@ -83,7 +83,7 @@ def ratio_below(k1: int, n1: int, k2: int, n2: int, ratio: float) -> float:
 
 def binomial_at_least(k: int, n: int, p: float) -> float:
     """P(X >= k) for X ~ Binomial(n, p): the one-sided p-value of k successes against a rate <= p."""
-    return 1.0 if k <= 0 else float(_scipy_stats.binom.sf(k - 1, n, p))
+    return float(_scipy_stats.binom.sf(k - 1, n, p))
 
 
 def binomial_at_most(k: int, n: int, p: float) -> float:

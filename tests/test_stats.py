@@ -47,6 +47,11 @@ def test_ratio_below_on_the_published_olmo_counts():
     assert ratio_below(0, 10, 0, 10, 0.25) == 1.0  # nothing correct at all: nothing established
     with pytest.raises(ValueError, match="ratio > 0"):
         ratio_below(1, 10, 2, 10, 0.0)
+    for args in ((0, 0, 1, 5), (-1, 5, 1, 5), (6, 5, 1, 5), (1, 5, 0, 0), (1, 5, 6, 5), (1, 5, -1, 5)):
+        with pytest.raises(ValueError, match="a binomial count needs"):
+            ratio_below(*args, 0.25)
+    # the edges are counts: one example each, every example correct
+    assert ratio_below(0, 1, 1, 1, 0.25) == pytest.approx(0.8) and ratio_below(5, 5, 5, 5, 0.25) == pytest.approx(0.99363, abs=1e-5)
 
 
 @pytest.mark.parametrize("n, rates", [(40, np.linspace(0.01, 1.0, 100)), (2000, np.concatenate(
@@ -68,6 +73,7 @@ def test_ratio_below_keeps_its_size_for_binomial_counts(n, rates):
 def test_binomial_tails():
     assert binomial_at_least(5, 5, 0.5) == binomial_at_most(0, 5, 0.5) == pytest.approx(1 / 32)
     assert binomial_at_least(0, 5, 0.5) == 1.0 and binomial_at_most(5, 5, 0.5) == pytest.approx(1.0)
+    assert binomial_at_least(1, 5, 0.5) == pytest.approx(31 / 32)
     assert binomial_at_least(6, 7, 0.5) == pytest.approx(8 / 128)
 
 

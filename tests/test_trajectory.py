@@ -412,6 +412,11 @@ def test_ablation_verdict_needs_the_cut_as_well_as_both_tests():
     assert v.beats_random and not v.cuts_enough and not v.holds
     # the bar's exact test refuses what its point rule refuses (p < alpha puts the share below the bar)
     assert not v.meets_bar and v.p_vs_bar > 0.5
+    # rates and counts that disagree (a hand-written record): the point rule on the rates still decides
+    w = T.AblationVerdict(baseline_top1=0.1, circuit_top1=0.05, random_top1=0.2, circuit_heads=(A,), random_heads=(B,),
+                          max_share=0.25, baseline_count=count(200, 2000, False), circuit_count=count(2, 2000, False),
+                          random_count=count(400, 2000, False))
+    assert w.beats_random and w.meets_bar and not w.cuts_enough and not w.holds
 
 
 def test_a_lead_needs_a_crossing():
