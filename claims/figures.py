@@ -347,7 +347,24 @@ def _member_style(i: int, n: int, candidate: bool) -> dict[str, Any]:
     return {"color": (shade * 0.6, shade * 0.7, min(1.0, shade * 1.1)), "lw": 1.2, "ms": 3, "alpha": 0.9, "zorder": 2}
 
 
-def population_trajectory_figure(quantity: str, records: Mapping[str, Sequence[MeasurementRecord]],
+@dataclass(frozen=True)
+class Trajectory:
+    """What a population figure draws of one member, per revision in token order: tokens seen, heads
+    at induction selectivity >= SPEC's bar, BOS fraction (a few numbers kept when its records are not)."""
+
+    tokens: tuple[float | None, ...]
+    induction_heads: tuple[int, ...]
+    bos_fraction: tuple[float, ...]
+
+
+def trajectory_of(records: Sequence[MeasurementRecord]) -> Trajectory:
+    recs = T.by_tokens(records)
+    return Trajectory(tuple(r.tokens_seen for r in recs),
+                      tuple(len(induction_circuit(r.all_head_selectivity, SPEC.induction)) for r in recs),
+                      tuple(T.bos_fraction_series(recs)))
+
+
+def population_trajectory_figure(quantity: str, trajectories: Mapping[str, Trajectory],
                                  candidates: Sequence[str] = (), title: str = "") -> bytes:
     """One line per member of ``quantity`` against tokens seen (log): ``"induction"`` (heads >= 50x)
     or ``"bos"`` (BOS fraction, %). Candidates (member ids in ``candidates``) are highlighted."""
@@ -357,16 +374,14 @@ def population_trajectory_figure(quantity: str, records: Mapping[str, Sequence[M
     ax = fig.add_subplot()
     all_x: list[float] = []
     zero = False
-    ref_ids = [m for m in records if m not in candidates]
-    for mid, recs in records.items():
-        recs = T.by_tokens(recs)
-        xs = _x([r.tokens_seen for r in recs])  # type: ignore[misc]
-        zero = zero or _has_zero(recs)
+    ref_ids = [m for m in trajectories if m not in candidates]
+    for mid, tr in trajectories.items():
+        if not tr.tokens:
+            continue
+        xs = _x(tr.tokens)  # type: ignore[arg-type]
+        zero = zero or any((t or 0) <= 0 for t in tr.tokens)
         all_x += list(xs)
-        if quantity == "induction":
-            ys = [len(induction_circuit(r.all_head_selectivity, SPEC.induction)) for r in recs]
-        else:
-            ys = list(np.array(T.bos_fraction_series(recs)) * 100)
+        ys = list(tr.induction_heads) if quantity == "induction" else list(np.array(tr.bos_fraction) * 100)
         cand = mid in candidates
         style = _member_style(ref_ids.index(mid) if not cand else 0, len(ref_ids), cand)
         if quantity == "induction":
@@ -385,24 +400,24 @@ def population_trajectory_figure(quantity: str, records: Mapping[str, Sequence[M
         ax.axhline(100 * SPEC.bos_level, color="gray", lw=0.8, ls=":")
         ax.set_ylabel("BOS heads (% of all heads)")
         ax.set_ylim(0, 100)
-    ax.legend(loc="upper left", fontsize=7, frameon=False, ncol=2 if len(records) > 6 else 1)
+    ax.legend(loc="upper left", fontsize=7, frameon=False, ncol=2 if len(trajectories) > 6 else 1)
     ax.set_title(title, fontsize=10)
     fig.tight_layout()
     return _png(fig)
 
 
-def population_figures(name: str, records: Mapping[str, Sequence[MeasurementRecord]],
+def population_figures(name: str, trajectories: Mapping[str, Trajectory],
                        candidates: Sequence[str] = ()) -> list[Figure]:
     """A population's two trajectory figures: induction heads and BOS fraction, every member on each."""
-    n_ref = len([m for m in records if m not in candidates])
+    n_ref = len([m for m in trajectories if m not in candidates])
     who = f"{n_ref} reference members" + (f", candidates in red ({', '.join(candidates)})" if candidates else "")
     return [
         Figure("population_induction", f"{name}: induction heads per member",
                f"Heads at induction selectivity >= {SPEC.induction:g}x against tokens seen, one line per member ({who}); "
                f"the dotted line is t_induction's {SPEC.induction_min_heads} heads.",
-               population_trajectory_figure("induction", records, candidates, f"{name}: induction heads")),
+               population_trajectory_figure("induction", trajectories, candidates, f"{name}: induction heads")),
         Figure("population_bos", f"{name}: BOS fraction per member",
                f"Share of heads with first-token selectivity >= {SPEC.bos:g}x against tokens seen, one line per member "
                f"({who}); the dotted line is t_bos50's {100 * SPEC.bos_level:g}%.",
-               population_trajectory_figure("bos", records, candidates, f"{name}: BOS fraction")),
+               population_trajectory_figure("bos", trajectories, candidates, f"{name}: BOS fraction")),
     ]

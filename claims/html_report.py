@@ -26,9 +26,8 @@ import pytest
 from headwatch.fixtures.provider import Provider
 
 from .check import PYTEST_OUTCOME
-from .figures import model_figures
 from .report_data import (
-    FAILS, HOLDS, MISMATCH, VACUOUS, XFAIL, XPASS, model_report, population_parts, verdict_cell,
+    FAILS, HOLDS, MISMATCH, VACUOUS, XFAIL, XPASS, draws_member_figures, model_report, population_parts, verdict_cell,
 )
 from .report_render import fragment
 
@@ -132,25 +131,22 @@ class HeadwatchReport:
             prefix.append(self.html)
 
     def build(self) -> str:
-        # the run as the tests saw it; the report reads through a provider of its own (read only)
+        # the run as the tests saw it; the report reads through a provider of its own (read only),
+        # one model at a time: its records are dropped once judged and drawn (issue 33)
         env = self.session.run.to_dict()
         reader = Provider(replace(self.session.options, progress=False))
-        reports, errors = [model_report(pm, reader) for pm in self.selected_models(env)], []
-        figures = {}
-        for r in reports:
-            if r.records:
-                try:
-                    figures[r.id] = model_figures(r.records, r.verdicts, r.id)
-                except Exception as e:
-                    errors.append(f"figures of {r.id} failed: {type(e).__name__}: {e}")
+        models = self.selected_models(env)
+        draw_members = draws_member_figures(models)
+        reports = [model_report(pm, reader, figures=pm.member is None or draw_members, release=True) for pm in models]
+        errors = [r.figure_error for r in reports if r.figure_error]
         tests, mismatches = {}, {}
         for r in reports:
             for (claim, model), counts in self.tests.items():
                 if model == r.id:
                     tests[(claim, model)] = tests_line(counts)
                     mismatches[(claim, model)] = disagrees(verdict_cell(claim, r).status, counts)
-        pops, pop_figs = population_parts(self.selected_models(env), reports, errors)
-        return fragment(reports, figures, env, tests, mismatches, tests_line(self.controls) or None, errors,
+        pops, pop_figs = population_parts(models, reports, errors)
+        return fragment(reports, None, env, tests, mismatches, tests_line(self.controls) or None, errors,
                         populations=pops, population_figs=pop_figs)
 
     def selected_models(self, env: dict[str, Any]) -> list[Any]:

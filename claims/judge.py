@@ -22,7 +22,7 @@ from headwatch.probes.record import MeasurementRecord, parse_head_key, TRAINING_
 from headwatch.probes.selectivity import bos_heads, induction_circuit
 from headwatch.schema import to_data
 from headwatch.spec import CLAIMS, FORMATION, SPEC, Expectations, Thresholds
-from headwatch.stats import FISHER, NESTED_DRAW, REVISION_GRID, clopper_pearson, finite_or_none
+from headwatch.stats import FISHER, NESTED_DRAW, RATIO_TEST, REVISION_GRID, clopper_pearson, finite_or_none
 
 from . import trajectory as T
 from .verdict import (
@@ -64,9 +64,15 @@ def _with_interval(value: float, interval: tuple | None) -> str:
 # ---- F1 ---------------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _layer(head: str) -> int:
+    """A head key's layer, parsed once per key (F1 looks at every head of every revision, again per grid row)."""
+    return parse_head_key(head)[0]
+
+
 def _early_heads(record: MeasurementRecord, layers: Sequence[int]) -> list[str]:
     wanted = set(layers)
-    return [h for h in record.all_head_selectivity if parse_head_key(h)[0] in wanted]
+    return [h for h in record.all_head_selectivity if _layer(h) in wanted]
 
 
 def _early_peak(records: Sequence[MeasurementRecord], layers: Sequence[int]
@@ -292,9 +298,11 @@ def judge_f3(records: Sequence[MeasurementRecord], expect: Expectations = _NONE,
     min_ratio = expect.min_ratio if expect.f3_min_ratio is not None else spec.f3_min_ratio
     min_heads = spec.induction_min_heads
 
+    bos = T.t_bos50(records, spec.bos_level, spec.bos)  # the same at every head count
+
     def separation(k: int) -> T.SeparationResult:
         return T.induction_bos_separation(records, min_heads=k, induction_threshold=spec.induction,
-                                          bos_level=spec.bos_level, bos_threshold=spec.bos)
+                                          bos_level=spec.bos_level, bos_threshold=spec.bos, bos=bos)
 
     sep = separation(min_heads)
     sensitivity = {}
@@ -508,7 +516,8 @@ def judge_f5(records: Sequence[MeasurementRecord], spec: Thresholds = SPEC) -> V
                + f"; null: {k} distinct heads drawn at random from all {null.n_heads} would all pass with "
                f"p = {null.at_or_before:.3g} (exact)"
                + (f" (>= {alpha:g}: F5 not informative)" if not informative else f" (< {alpha:g})")
-               + f", all strictly before with p = {null.before:.3g}")
+               + f", all strictly before with p = {null.before:.3g}; matched by layer (each random head from its "
+               f"final head's layer) p = {null.layer_matched:.3g} (reported, not asserted)")
     if rise_holds is not None:  # some head crosses after the first revision: its rise null exists too
         message += (f"; rise rule (PR >= {1 + spec.f5_rise_fraction:g}x its first value by the crossing): "
                     f"{sum(rise_values)}/{len(rise_values)} heads, null p = {null.rise:.3g}")
@@ -519,8 +528,10 @@ def judge_f5(records: Sequence[MeasurementRecord], spec: Thresholds = SPEC) -> V
                         null_p=_sig(null.at_or_before), null_p_before=_sig(null.before), null_alpha=alpha,
                         informative=informative, before=before, at=at, n_heads_all=null.n_heads,
                         rise_fraction=spec.f5_rise_fraction, rise_holds=rise_holds,
-                        rise_null_p=None if null.rise is None else _sig(null.rise))
-    key = f"{k - len(res.failing)} of {k} heads ({len(before)} before, {len(at)} at); null p {null.at_or_before:.2g}"
+                        rise_null_p=None if null.rise is None else _sig(null.rise),
+                        null_p_layer=_sig(null.layer_matched))
+    key = (f"{k - len(res.failing)} of {k} heads ({len(before)} before, {len(at)} at); null p {null.at_or_before:.2g}, "
+           f"by layer {null.layer_matched:.2g}")
     figure = KeyFigure("fewest revisions by which PR elevation precedes the crossing", margin, 0.0,
                        method=f"no interval; {NESTED_DRAW} (the null)", p_value=_sig(null.at_or_before))
     return Verdict("F5", status, message, details, key=key, margin=margin, figure=figure,
@@ -556,8 +567,9 @@ def _no_ablation(records: Sequence[MeasurementRecord], spec: Thresholds) -> Verd
 
 def judge_causal(records: Sequence[MeasurementRecord], expect: Expectations = _NONE, spec: Thresholds = SPEC) -> Verdict:
     """Causal check on the latest revision with ablations: circuit top-1 <= 25% of baseline and
-    below the matched-random control, each confirmed by a one-sided Fisher exact test on the top-1
-    counts (p < alpha).
+    below the matched-random control, each confirmed by a one-sided exact test on the top-1 counts
+    (p < alpha): the bar by :func:`headwatch.stats.ratio_below` (against "circuit >= 25% of
+    baseline"), the control by Fisher's test (against "circuit >= random").
 
     Fails where a point rule fails (the cut, or circuit >= random); holds where both point rules
     and both exact tests pass; consistent, not established where the point rules pass and an exact
@@ -587,7 +599,7 @@ def judge_causal(records: Sequence[MeasurementRecord], expect: Expectations = _N
     note = rec.provenance.get("ablation_file", {}).get("relative_to", {}).get("matched_random")
     final_circuit = T.layer_order(induction_circuit(rec.all_head_selectivity, spec.induction))
     share = v.share_of_baseline
-    p_rnd, p_base = v.p_vs_random, v.p_vs_baseline
+    p_rnd, p_base = v.p_vs_random, v.p_vs_bar
     has_random = v.random_top1 is not None
     reconstructed = any(c is not None and c.reconstructed for c in (v.baseline_count, v.circuit_count, v.random_count))
     message = (f"at {at}: top-1 {fmt_pct(v.baseline_top1, '.2f')} baseline, {fmt_pct(v.circuit_top1, '.2f')} with "
@@ -600,8 +612,9 @@ def judge_causal(records: Sequence[MeasurementRecord], expect: Expectations = _N
         counts = ", ".join(f"{name} {c.k}/{c.n}" for name, c in (("baseline", v.baseline_count), ("circuit", v.circuit_count),
                                                                    ("random", v.random_count)) if c is not None)
         message += (f"; top-1 counts {counts}" + (" (reconstructed from the published rates x N)" if reconstructed else "")
-                    + f"; {FISHER}: circuit < random p = {'n/a' if p_rnd is None else format(p_rnd, '.3g')}, "
-                    f"circuit < baseline p = {'n/a' if p_base is None else format(p_base, '.3g')} (needs < {alpha:g})")
+                    + f"; {FISHER}: circuit < random p = {'n/a' if p_rnd is None else format(p_rnd, '.3g')}; "
+                    f"{RATIO_TEST}: circuit < {100 * max_share:g}% of baseline p = "
+                    f"{'n/a' if p_base is None else format(p_base, '.3g')} (each needs < {alpha:g})")
     else:
         message += "; top-1 counts unknown (the record states no number of examples): no exact test"
     if note:
@@ -623,12 +636,15 @@ def judge_causal(records: Sequence[MeasurementRecord], expect: Expectations = _N
         status, decided = Status.NOT_ESTABLISHED, "missing evidence: " + " and ".join(missing)
     elif v.holds:
         status = Status.HOLDS
-        decided = f"both controls: baseline p = {p_base:.3g}, matched random p = {p_rnd:.3g} (< {alpha:g})"
+        decided = (f"both exact tests: the bar ({100 * max_share:g}% of baseline) p = {p_base:.3g}, matched random "
+                   f"p = {p_rnd:.3g} (< {alpha:g})")
     else:
-        weak = [(name, p) for name, p, ok in (("baseline", p_base, v.below_baseline), ("matched random", p_rnd,
-                                                                                     v.beats_random)) if not ok]
+        weak = [(name, p) for name, p, ok in ((f"the bar (circuit < {100 * max_share:g}% of baseline)", p_base,
+                                               v.meets_bar),
+                                              ("the control (circuit < matched random)", p_rnd, v.beats_random))
+                if not ok]
         status = Status.CONSISTENT_NOT_ESTABLISHED
-        decided = ("the exact test against " + " and ".join(f"{name} (p = {p:.3g})" for name, p in weak)
+        decided = ("the exact test of " + " and of ".join(f"{name} (p = {p:.3g})" for name, p in weak)
                    + f", not below {alpha:g}; the point rules pass")
     message += f"; {status.words}: " + (decided if status is Status.NOT_ESTABLISHED else f"decided by {decided}")
     paper = expect.paper_top1
@@ -649,11 +665,11 @@ def judge_causal(records: Sequence[MeasurementRecord], expect: Expectations = _N
         n_random_heads=len(v.random_heads), random_matched_to=note or "the induction circuit (docs/SPEC.md §4)",
         baseline_count=_count_pair(v.baseline_count), circuit_count=_count_pair(v.circuit_count),
         random_count=_count_pair(v.random_count), counts_reconstructed=reconstructed,
-        p_vs_random=_sig(p_rnd), p_vs_baseline=_sig(p_base), alpha=alpha, top1_intervals=intervals,
+        p_vs_random=_sig(p_rnd), p_vs_bar=_sig(p_base), alpha=alpha, top1_intervals=intervals,
         measured_on=on, decided_by=decided, missing=tuple(missing),
         paper_top1=None if paper is None else to_data(paper),
     )
-    key = f"{fmt_pct(share, '.1f')} of base"
+    key = f"{fmt_pct(share, '.1f')} of base" + (f", p={p_base:.2g}" if p_base is not None and share is not None else "")
     if v.random_top1 is not None and v.baseline_top1:
         key += f" (rand {fmt_pct(v.random_top1 / v.baseline_top1, '.1f')}" + (f", p={p_rnd:.2g})" if p_rnd is not None else ")")
         if note:
@@ -661,8 +677,8 @@ def judge_causal(records: Sequence[MeasurementRecord], expect: Expectations = _N
     elif not has_random:
         key += " (no random control)"
     figure = KeyFigure("circuit-ablated top-1 as a share of baseline", _round(share), max_share,
-                       method=FISHER + (" (counts reconstructed from rates x N)" if reconstructed else ""),
-                       p_value=_sig(p_rnd))
+                       method=RATIO_TEST + (" (counts reconstructed from rates x N)" if reconstructed else ""),
+                       p_value=_sig(p_base))
     return Verdict("causal", status, message, details, key=key,
                    margin=None if share is None else _round(max_share - share), figure=figure)
 

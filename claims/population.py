@@ -1,4 +1,4 @@
-"""Population verdicts (issue 24): a claim across the seeds of one run, and a candidate among them.
+"""Population verdicts (issues 24, 33): a claim across the seeds of one run, and a candidate among them.
 
 A population (``headwatch.fixtures.panels.Population``) is the reference members a panel declares
 (e.g. PolyPythia's seeds 1-9 and the original, or the organisms' seeds 0-4) plus candidates under
@@ -6,36 +6,44 @@ audit. Every member is judged on its own first, by the one judge (:func:`judge.j
 included), and this module reads only those verdicts and the trajectory quantities of
 :mod:`headwatch.claims.trajectory`; nothing is judged twice.
 
-- :func:`judge_claim_over` a claim over the reference members: it holds in k of n members, with the
-  exact (Clopper-Pearson) interval on the rate. Established ("holds") when the interval's lower bound
-  is >= ``SPEC.population_min_rate`` (most members hold); "fails" when the claim fails in more than
-  1 - that share of them; otherwise "consistent, not established". Members that did not form are
-  "not judged" and left out of k and n (never counted as a pass); members where the claim does not
-  apply are left out too.
+- :func:`judge_claim_over` a claim over the reference members: it holds in k of n members. The
+  claim is "it holds in more than ``SPEC.population_min_rate`` of the population" (most members),
+  judged by one-sided exact binomial tests at ``SPEC.population_alpha``: "holds" (established)
+  where a share <= that rate is rejected; "fails" only where the data exclude the claim (a share
+  >= that rate rejected even with every undecided member counted as holding); otherwise
+  "consistent, not established". k / n always comes with its exact (Clopper-Pearson) one-sided
+  bounds. Members that did not form are "not judged" and left out of k and n (never counted as a
+  pass); members where the claim does not apply are left out too; members where it is "consistent,
+  not established" stay in n (not in k).
 - :func:`spread` the distribution over members of one quantity (t_induction, t_bos50, the F3 ratio,
-  the F4 recall point): median, range, each member's value with the interval its revision grid
-  allows; a milestone never reached by the final revision is censored, shown as a bound (> tokens).
-- :func:`place` a candidate against the reference members: its rank, and whether it lies inside
-  [min, max] of the n reference values, which covers a new exchangeable member with probability
-  (n - 1) / (n + 1) (a nonparametric prediction interval; 67% for n = 5, 80% for n = 9): "outlier"
-  when outside, said in words with that coverage. Members share their revisions, so all values lie
-  on one grid: a candidate later than every reference member's revision is later than each of them,
-  not only at the point estimate.
+  the F4 recall point): median and range, each member's value with the interval its revision grid
+  allows. A milestone never reached by the final revision is censored: known only to exceed a
+  bound, which varies per member for the F3 ratio (final tokens / t_induction). Values are ranked
+  as intervals (interval-censored): the median and range are each an interval of what the data
+  allow, printed as the bound that is known ("> 10x", ">= 33.3x", "(10x, 33.3x]").
+- :func:`place` a candidate against the reference members: its rank range among the n + 1 values
+  (a member whose interval overlaps the candidate's may lie on either side), and, where it lies
+  outside every reference value, an **outlier flag** with the chance that an exchangeable member
+  lands at least that far out (either side; at least 2 / (n + 1)). :func:`audit` places a candidate
+  on every quantity at once: it fails only where that chance, times the number of quantities
+  compared (Bonferroni), is below ``SPEC.population_outlier_alpha``, and one event is counted once
+  (a late circuit moves t_induction, the F3 ratio and the F4 recall point: it is flagged on all
+  three and judged on t_induction alone). Quantities of a claim that does not apply (the F3 ratio
+  off DCLM) are not judged.
 - :func:`leave_one_out` each reference member placed against the others: how often the range of
   n - 1 members holds the n-th (expected (n - 2) / n), a check of the interval on the population itself.
 """
 from __future__ import annotations
 
 import math
-import statistics
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from headwatch.fixtures.panels import PanelModel, Population
 from headwatch.formatting import fmt_pct, fmt_tokens
 from headwatch.probes.record import MeasurementRecord
 from headwatch.spec import CLAIMS, FORMATION, SPEC, Expectations, Thresholds
-from headwatch.stats import CLOPPER_PEARSON, clopper_pearson
+from headwatch.stats import BINOMIAL_TEST, CLOPPER_PEARSON, binomial_at_least, binomial_at_most, clopper_pearson
 
 from . import trajectory as T
 from .judge import judge_model
@@ -47,8 +55,21 @@ QUANTITIES: tuple[str, ...] = ("t_induction", "t_bos50", "F3_ratio", "F4_recall_
 QUANTITY_WORDS: dict[str, str] = {
     "t_induction": "t_induction", "t_bos50": "t_bos50", "F3_ratio": "F3 ratio", "F4_recall_point": "F4 recall point",
 }
+#: The claim a quantity belongs to: a member where that claim does not apply has no value of it
+#: (the F3 ratio off DCLM is not judged, issue 33).
+QUANTITY_CLAIM: dict[str, str] = {"F3_ratio": "F3", "F4_recall_point": "F4"}
+#: One event moves several quantities: a flag of (quantity, side) is the same event as a flag of
+#: an earlier (quantity, side) listed here, and is counted there only (a late circuit: t_induction
+#: later, the F3 ratio smaller, the F4 recall point later; a late sink: t_bos50 later, the ratio larger).
+SAME_EVENT: dict[tuple[str, str], tuple[tuple[str, str], ...]] = {
+    ("F3_ratio", "below"): (("t_induction", "above"), ("t_bos50", "below")),
+    ("F3_ratio", "above"): (("t_induction", "below"), ("t_bos50", "above")),
+    ("F4_recall_point", "above"): (("t_induction", "above"),),
+    ("F4_recall_point", "below"): (("t_induction", "below"),),
+}
 #: The method a placement states.
-PREDICTION_INTERVAL = "nonparametric prediction interval [min, max] of the reference members"
+PREDICTION_INTERVAL = ("rank among the reference members (interval-censored: overlapping values may lie on either "
+                       "side); an exchangeable member's chance of landing at least as far out, either side")
 
 
 # ---- one member ---------------------------------------------------------------------------------
@@ -70,11 +91,12 @@ class GridValue:
     undefined: str = ""
 
     @property
-    def order(self) -> float | None:
-        """What ranks it: the value, +inf when censored above (later than any reached value), None if undefined."""
+    def bounds(self) -> tuple[float, float] | None:
+        """What the value is known to lie in, for ranking: (v, v) when reached, (bound, inf) when censored
+        (the bound itself excluded), None when undefined."""
         if self.value is not None:
-            return self.value
-        return math.inf if self.censored_above is not None else None
+            return self.value, self.value
+        return (self.censored_above, math.inf) if self.censored_above is not None else None
 
     def text(self, quantity: str) -> str:
         """'2.62M (2.3M, 2.62M]', '> 4.6M (never reached)', 'undefined: ...'."""
@@ -181,9 +203,10 @@ class PopulationClaim:
 
     ``k`` of ``n`` hold (established, holds or holds vacuously); ``n`` counts the members with a
     verdict (holds, fails, consistent not established); members where the claim does not apply,
-    and members that did not form ("not judged"), are listed but not counted. ``interval`` is the
-    exact interval of k / n at SPEC's level. ``declared``: failing members whose failure matches the
-    deviation their panel declares for the claim (a known deviation, not news).
+    and members that did not form ("not judged"), are listed but not counted. ``interval``: the
+    exact (Clopper-Pearson) one-sided (1 - alpha) lower and upper bounds of k / n, the inversions
+    of the two tests. ``declared``: failing members whose failure matches the deviation their panel
+    declares for the claim (a known deviation, not news).
     """
 
     claim: str
@@ -204,6 +227,12 @@ class PopulationClaim:
     #: Failing members whose panel declares the claim a deviation, and every such member.
     declaring: tuple[str, ...] = ()
     figure: KeyFigure | None = None
+    #: The one-sided exact binomial tests (None: no member judged): against a share <= min_rate
+    #: (small: established) and against a share >= min_rate with every undecided member holding
+    #: (small: the data exclude the claim); both at ``alpha``.
+    p_holds: float | None = None
+    p_fails: float | None = None
+    alpha: float | None = None
 
     @property
     def rate(self) -> float | None:
@@ -226,7 +255,7 @@ class PopulationClaim:
                 "n": self.n, "interval": list(self.interval) if self.interval else None, "min_rate": self.min_rate,
                 "holds": list(self.holds), "fails": list(self.fails), "consistent": list(self.consistent),
                 "not_applicable": list(self.not_applicable), "not_judged": list(self.not_judged),
-                "declared": list(self.declared)}
+                "declared": list(self.declared), "p_holds": self.p_holds, "p_fails": self.p_fails, "alpha": self.alpha}
 
 
 def _ids(ms: Sequence[Member]) -> str:
@@ -236,7 +265,7 @@ def _ids(ms: Sequence[Member]) -> str:
 def judge_claim_over(claim: str, members: Sequence[Member], population: str = "",
                      spec: Thresholds = SPEC) -> PopulationClaim:
     """``claim`` over ``members`` (the reference members; see the module docstring for the rule)."""
-    bar = spec.population_min_rate
+    bar, alpha = spec.population_min_rate, spec.population_alpha
     by: dict[str, list[Member]] = {"holds": [], "fails": [], "consistent": [], "na": [], "nj": []}
     declared, declaring = [], []
     for m in members:
@@ -258,8 +287,6 @@ def judge_claim_over(claim: str, members: Sequence[Member], population: str = ""
             by["consistent"].append(m)
     k, f, c = len(by["holds"]), len(by["fails"]), len(by["consistent"])
     n = k + f + c
-    interval = clopper_pearson(k, n, spec.interval_level) if n else None
-    level = f"{100 * spec.interval_level:g}%"
     where = f" of {population}" if population else ""
     left_out = []
     if by["nj"]:
@@ -277,40 +304,57 @@ def judge_claim_over(claim: str, members: Sequence[Member], population: str = ""
                                not_applicable=tuple(m.id for m in by["na"]), not_judged=tuple(m.id for m in by["nj"]),
                                figure=KeyFigure("share of reference members where the claim holds", None, bar,
                                                 None, "no member judged"))
-    lo, hi = interval  # type: ignore[misc]
-    counts = (f"holds in {k} of {n} reference members{where} (rate {k / n:.2f}, {level} {CLOPPER_PEARSON} "
-              f"[{lo:.3g}, {hi:.3g}])")
+    # one-sided (1 - alpha) bounds: each is the inversion of one of the two tests below
+    lo, hi = clopper_pearson(k, n, 1 - 2 * alpha)
+    p_holds = binomial_at_least(k, n, bar)  # small: a share <= bar is excluded (the claim is established)
+    p_fails = binomial_at_most(k + c, n, bar)  # small: a share >= bar is excluded, every undecided member held
+    level = f"{100 * (1 - alpha):g}%"
+    counts = (f"holds in {k} of {n} reference members{where} (rate {k / n:.2f}; {CLOPPER_PEARSON}, one-sided {level} "
+              f"bounds: >= {lo:.3g}, <= {hi:.3g})")
     parts = [counts]
     if by["fails"]:
         parts.append(f"fails in {_ids(by['fails'])}" + (" (as each declares)" if declared and set(declared) ==
                                                          {m.id for m in by['fails']} else ""))
     if by["consistent"]:
-        parts.append(f"consistent, not established in {_ids(by['consistent'])}")
-    if f / n > 1 - bar:
-        status = Status.FAILS
-        verdict = f"fails in most members ({f} of {n} > {1 - bar:g})"
-    elif lo >= bar:
+        parts.append(f"consistent, not established in {_ids(by['consistent'])} (in n, not in k)")
+    share = f"a share of the population > {bar:g}"
+    if p_holds < alpha:
         status = Status.HOLDS
-        verdict = f"established: the lower bound {lo:.3g} >= {bar:g} (it holds in most members)"
+        verdict = f"established: {BINOMIAL_TEST} of {share}: p = {p_holds:.3g} < {alpha:g}"
+    elif p_fails < alpha:
+        status = Status.FAILS
+        verdict = (f"the data exclude it: even with the {c} undecided member(s) holding, {k + c} of {n} gives "
+                   f"p = {p_fails:.3g} < {alpha:g} against {share.replace('>', '>=')} ({BINOMIAL_TEST})"
+                   if c else f"the data exclude it: {k} of {n} gives p = {p_fails:.3g} < {alpha:g} against "
+                   f"{share.replace('>', '>=')} ({BINOMIAL_TEST})")
     else:
         status = Status.CONSISTENT_NOT_ESTABLISHED
-        need = _members_needed(bar, spec.interval_level)
-        verdict = (f"not established: the lower bound {lo:.3g} < {bar:g}"
-                   + (f" ({n} members cannot establish it even if all hold: {need} would)" if k == n else ""))
+        least = _least_establishing(n, bar, alpha)
+        verdict = (f"not established: p = {p_holds:.3g} >= {alpha:g} for {share}, and not excluded (p = {p_fails:.3g}); "
+                   + (f"{n} members cannot establish it even if all hold: {_members_needed(bar, alpha)} would"
+                      if least is None else f"{least} of these {n} would establish it"))
     message = "; ".join(parts) + f"; {verdict}{tail}"
     key = f"{k}/{n} [{lo:.2f}, {hi:.2f}]"
-    figure = KeyFigure("share of reference members where the claim holds", k / n, bar, (lo, hi), CLOPPER_PEARSON)
+    figure = KeyFigure("share of reference members where the claim holds", k / n, bar, (lo, hi),
+                       f"{CLOPPER_PEARSON}, one-sided {level} bounds; {BINOMIAL_TEST}",
+                       p_value=float(f"{(p_holds if status is not Status.FAILS else p_fails):.4g}"))
     return PopulationClaim(claim, population, status, message, key, k, n, (lo, hi), bar,
                            holds=tuple(m.id for m in by["holds"]), fails=tuple(m.id for m in by["fails"]),
                            consistent=tuple(m.id for m in by["consistent"]),
                            not_applicable=tuple(m.id for m in by["na"]), not_judged=tuple(m.id for m in by["nj"]),
-                           declared=tuple(declared), declaring=tuple(declaring), figure=figure)
+                           declared=tuple(declared), declaring=tuple(declaring), figure=figure,
+                           p_holds=p_holds, p_fails=p_fails, alpha=alpha)
 
 
-def _members_needed(bar: float, level: float) -> int:
+def _least_establishing(n: int, bar: float, alpha: float) -> int | None:
+    """The fewest of ``n`` members that must hold to establish the claim (None: not even all n)."""
+    return next((k for k in range(n + 1) if binomial_at_least(k, n, bar) < alpha), None)
+
+
+def _members_needed(bar: float, alpha: float) -> int:
     """The fewest members that establish the claim when every one holds (n of n clears the bar)."""
     n = 1
-    while clopper_pearson(n, n, level)[0] < bar:
+    while binomial_at_least(n, n, bar) >= alpha:
         n += 1
     return n
 
@@ -318,70 +362,139 @@ def _members_needed(bar: float, level: float) -> int:
 # ---- the spread of a quantity, and a candidate's place in it ------------------------------------------
 
 
+def _applies(member: Member, quantity: str) -> bool:
+    """Whether ``quantity`` is judged for ``member``: not where its claim does not apply (F3 off DCLM)."""
+    claim = QUANTITY_CLAIM.get(quantity)
+    v = member.verdicts.get(claim) if claim else None
+    return v is None or v.status is not Status.NOT_APPLICABLE
+
+
+@dataclass(frozen=True)
+class Extent:
+    """An order statistic (the median, the smallest, the largest) of interval-censored values: known to
+    lie in [lo, hi] (``hi`` None: unbounded above; ``strict``: ``lo`` itself excluded, a censored bound)."""
+
+    lo: float
+    hi: float | None
+    strict: bool = False
+
+    def text(self, fmt: Callable[[float | None], str]) -> str:
+        """'2.88M', '> 10x' (a bound), '>= 33.3x' (at least a reached value), '(10x, 33.3x]' (between)."""
+        if self.hi is not None and self.hi == self.lo:
+            return fmt(self.lo)
+        if self.hi is None:
+            return f"{'>' if self.strict else '>='} {fmt(self.lo)}"
+        return f"{'(' if self.strict else '['}{fmt(self.lo)}, {fmt(self.hi)}]"
+
+    def to_dict(self) -> dict:
+        return {"lo": self.lo, "hi": self.hi, "lo_excluded": self.strict}
+
+
+def _order_statistic(bounds: Sequence[tuple[float, float]], strict: Sequence[bool], k: int) -> Extent:
+    """The k-th smallest (0-based) of values known only to lie in ``bounds``: between the k-th smallest
+    lower end and the k-th smallest upper end. A lower end excluded (censored) ranks after an equal one included."""
+    lows = sorted(zip((b[0] for b in bounds), strict), key=lambda x: (x[0], x[1]))
+    highs = sorted(b[1] for b in bounds)
+    return Extent(lows[k][0], None if math.isinf(highs[k]) else highs[k], lows[k][1])
+
+
+def _median(bounds: Sequence[tuple[float, float]], strict: Sequence[bool]) -> Extent:
+    m = len(bounds)
+    a = _order_statistic(bounds, strict, (m - 1) // 2)
+    if m % 2:
+        return a
+    b = _order_statistic(bounds, strict, m // 2)
+    hi = None if a.hi is None or b.hi is None else (a.hi + b.hi) / 2
+    return Extent((a.lo + b.lo) / 2, hi, a.strict and b.strict)
+
+
 @dataclass(frozen=True)
 class Spread:
-    """A quantity over members: each member's grid value, the median and the range.
+    """A quantity over members: each member's grid value, and the median, smallest and largest as
+    :class:`Extent` s (None when no member has a value).
 
-    ``median`` / ``low`` / ``high`` are None when undefined; ``high_censored``: the largest member is
-    censored (the range is open above); ``median_censored``: the median itself is censored;
-    ``low_censored``: every member is censored (the smallest is only known to exceed ``low``). A
-    censored bound is a lower bound, so ``high`` is the largest censored bound and ``low`` (all
-    censored) the smallest.
+    ``censored``: members known only to exceed a bound; ``undefined``: members without a value
+    (no final circuit); ``not_applicable``: members where the quantity's claim does not apply.
     """
 
     quantity: str
     values: dict[str, GridValue]
-    median: float | None
-    low: float | None
-    high: float | None
-    high_censored: bool = False
-    median_censored: bool = False
-    low_censored: bool = False
+    median: Extent | None
+    low: Extent | None
+    high: Extent | None
+    censored: tuple[str, ...] = ()
     undefined: tuple[str, ...] = ()
+    not_applicable: tuple[str, ...] = ()
+
+    @property
+    def n(self) -> int:
+        """Members with a value (reached or censored)."""
+        return len(self.values) - len(self.undefined)
+
+    def range_text(self) -> str:
+        fmt = _fmt(self.quantity)
+        if self.low is None or self.high is None:
+            return "no value"
+        return f"[{self.low.text(fmt)}, {self.high.text(fmt)}]"
 
     def text(self) -> str:
-        fmt = _fmt(self.quantity)
-        if self.low is None:
+        if self.low is None or self.median is None:
+            if self.not_applicable and not self.values:
+                return f"not judged: {QUANTITY_CLAIM.get(self.quantity, self.quantity)} applies to no member"
             return "undefined in every member" if self.undefined else "no member"
-        if self.median_censored:
-            med = f"> {fmt(self.median)}"
-        else:
-            med = fmt(self.median)
-        hi = f"> {fmt(self.high)}" if self.high_censored else fmt(self.high)
-        lo = f"> {fmt(self.low)}" if self.low_censored else fmt(self.low)
-        return f"median {med}, range [{lo}, {hi}] over {len(self.values) - len(self.undefined)} members"
+        fmt = _fmt(self.quantity)
+        censored = f" ({len(self.censored)} censored: known only to exceed a bound)" if self.censored else ""
+        median = self.median.text(fmt)
+        return (f"median {'in ' if median[0] in '([' else ''}{median}, range {self.range_text()} over {self.n} "
+                f"members{censored}")
+
+    def to_dict(self) -> dict:
+        return {"median": self.median.to_dict() if self.median else None, "low": self.low.to_dict() if self.low else None,
+                "high": self.high.to_dict() if self.high else None, "censored": list(self.censored),
+                "undefined": list(self.undefined), "not_applicable": list(self.not_applicable), "text": self.text()}
 
 
 def spread(quantity: str, members: Sequence[Member]) -> Spread:
-    """The distribution of ``quantity`` over ``members`` that formed (censored values as bounds)."""
-    values = {m.id: m.quantities[quantity] for m in members if m.judged}
-    ranked = sorted((v for v in values.values() if v.order is not None), key=lambda v: v.order)  # type: ignore[arg-type,return-value]
-    undefined = tuple(mid for mid, v in values.items() if v.order is None)
-    if not ranked:
-        return Spread(quantity, values, None, None, None, undefined=undefined)
-    orders = [v.order for v in ranked]
-    med = statistics.median(orders)  # type: ignore[type-var]
-    median_censored = not math.isfinite(med)
-    if median_censored:  # the median falls among the censored: it exceeds the smallest censored bound
-        med = min(v.censored_above for v in ranked if v.value is None)  # type: ignore[type-var]
-    bounds = [v.censored_above for v in ranked if v.value is None]
-    high_censored, low_censored = bool(bounds), len(bounds) == len(ranked)
-    high = max(bounds) if high_censored else ranked[-1].value  # type: ignore[type-var]
-    low = min(bounds) if low_censored else ranked[0].value  # type: ignore[type-var]
-    return Spread(quantity, values, med, low, high, high_censored=high_censored, median_censored=median_censored,
-                  low_censored=low_censored, undefined=undefined)
+    """The distribution of ``quantity`` over ``members`` that formed (censored values as intervals)."""
+    judged = [m for m in members if m.judged]
+    values = {m.id: m.quantities[quantity] for m in judged if _applies(m, quantity)}
+    not_applicable = tuple(m.id for m in judged if not _applies(m, quantity))
+    undefined = tuple(mid for mid, v in values.items() if v.bounds is None)
+    defined = [v for v in values.values() if v.bounds is not None]
+    censored = tuple(mid for mid, v in values.items() if v.value is None and v.censored_above is not None)
+    if not defined:
+        return Spread(quantity, values, None, None, None, censored, undefined, not_applicable)
+    bounds = [v.bounds for v in defined]
+    strict = [v.value is None for v in defined]
+    return Spread(quantity, values, _median(bounds, strict), _order_statistic(bounds, strict, 0),  # type: ignore[arg-type]
+                  _order_statistic(bounds, strict, len(bounds) - 1), censored, undefined, not_applicable)  # type: ignore[arg-type]
+
+
+def _relation(c: tuple[float, float], m: tuple[float, float]) -> int | None:
+    """Where value ``c`` lies against value ``m`` (each (lo, hi) from :attr:`GridValue.bounds`): -1 surely
+    below, 1 surely above, 0 equal, None either way (their intervals overlap: a censored bound)."""
+    if c[0] == c[1] and m[0] == m[1]:
+        return (c[0] > m[0]) - (c[0] < m[0])
+    if c[1] <= m[0]:  # c's top at or below m's bound: m is beyond it (a censored bound is excluded)
+        return -1
+    if m[1] <= c[0]:
+        return 1
+    return None
 
 
 @dataclass(frozen=True)
 class Placement:
     """Where a candidate's value of one quantity falls among the n reference members' values.
 
-    ``below`` / ``tied`` / ``above``: reference members with a smaller, equal, larger value (a
-    censored value ranks above every reached one). ``outlier``: the candidate lies strictly outside
-    [min, max] of the reference (``side`` "below" or "above"); that interval covers a new exchangeable
-    member with probability ``coverage`` = (n - 1) / (n + 1), so a member of the population lands
-    outside it with probability 2 / (n + 1). ``p_extreme``: under exchangeability, the chance of a
-    value at least this far out on its side, (tied + 1 + the reference members beyond it) / (n + 1).
+    ``below`` / ``tied`` / ``overlapping`` / ``above``: reference members surely smaller, equal,
+    either way (a censored value whose interval overlaps), surely larger. ``outlier``: the candidate
+    lies beyond every reference member (``side`` "below" or "above"): a flag. ``p_extreme``: for a
+    member exchangeable with the reference, the chance of a rank at least this far out on either
+    side (twice the one-sided (n + 1 - below) / (n + 1) or (n + 1 - above) / (n + 1), at most 1:
+    ties and overlaps count against the candidate). ``family``: the quantities compared for this
+    candidate; ``p_adjusted`` = min(1, family x p_extreme), the Bonferroni bound that decides:
+    "fails" only below ``alpha``. ``same_event_as``: the quantity whose flag is the same event
+    (counted there, not here).
     """
 
     quantity: str
@@ -390,86 +503,138 @@ class Placement:
     n: int
     below: int
     tied: int
+    overlapping: int
     above: int
-    low: float | None
-    high: float | None
-    high_censored: bool
+    reference: str
     outlier: bool
     side: str
-    coverage: float | None
     p_extreme: float | None
+    family: int
+    p_adjusted: float | None
+    alpha: float
+    same_event_as: str
     status: Status
     message: str
 
     @property
     def rank(self) -> tuple[int, int]:
-        """(lowest, highest) rank of the candidate among the n + 1 values (ties give a range)."""
-        return self.below + 1, self.below + self.tied + 1
+        """(lowest, highest) rank of the candidate among the n + 1 values (ties and overlaps give a range)."""
+        return self.below + 1, self.below + self.tied + self.overlapping + 1
+
+    @property
+    def flag(self) -> str:
+        """'' (inside), 'outlier (flag)', 'outlier (same event as <q>)' or 'outlier (fails)'."""
+        if not self.outlier:
+            return ""
+        if self.same_event_as:
+            return f"outlier (same event as {self.same_event_as})"
+        return "outlier (fails)" if self.status is Status.FAILS else "outlier (flag)"
 
     def to_dict(self) -> dict:
         return {"quantity": self.quantity, "candidate": self.candidate, "n": self.n, "rank": list(self.rank),
-                "below": self.below, "tied": self.tied, "above": self.above, "low": self.low, "high": self.high,
-                "high_censored": self.high_censored, "outlier": self.outlier, "side": self.side,
-                "coverage": self.coverage, "p_extreme": self.p_extreme, "method": PREDICTION_INTERVAL,
+                "below": self.below, "tied": self.tied, "overlapping": self.overlapping, "above": self.above,
+                "reference": self.reference, "outlier": self.outlier, "flag": self.flag, "side": self.side,
+                "p_extreme": self.p_extreme, "family": self.family, "p_adjusted": self.p_adjusted, "alpha": self.alpha,
+                "same_event_as": self.same_event_as or None, "method": PREDICTION_INTERVAL,
                 "status": self.status.value, "message": self.message}
 
 
-def place(quantity: str, candidate: Member, reference: Sequence[Member]) -> Placement:
-    """``candidate``'s value of ``quantity`` against the reference members' (see :class:`Placement`)."""
+def min_members_to_fail(family: int, alpha: float) -> int:
+    """The fewest reference members with which a candidate beyond all of them can fail:
+    the least n with family x 2 / (n + 1) < alpha (40 for one quantity at 0.05, 160 for four)."""
+    n = 1
+    while family * 2 / (n + 1) >= alpha:
+        n += 1
+    return n
+
+
+def place(quantity: str, candidate: Member, reference: Sequence[Member], spec: Thresholds = SPEC, *,
+          family: int = 1, same_event_as: str = "") -> Placement:
+    """``candidate``'s value of ``quantity`` against the reference members' (see :class:`Placement`);
+    ``family``: how many quantities the candidate is compared on (:func:`audit` sets it)."""
     fmt = _fmt(quantity)
     words = QUANTITY_WORDS[quantity]
+    alpha = spec.population_outlier_alpha
     value = candidate.quantities[quantity]
-    ref = {m.id: m.quantities[quantity] for m in reference if m.judged}
-    orders = [v.order for v in ref.values() if v.order is not None]
-    n = len(orders)
-    sp = spread(quantity, [m for m in reference if m.judged])
+    sp = spread(quantity, reference)
+    ref = [v.bounds for v in sp.values.values() if v.bounds is not None]
+    n = len(ref)
 
     def result(status: Status, message: str, **kw) -> Placement:
-        base = dict(below=0, tied=0, above=0, outlier=False, side="", coverage=None, p_extreme=None)
+        base = dict(below=0, tied=0, overlapping=0, above=0, outlier=False, side="", p_extreme=None, p_adjusted=None)
         base.update(kw)
-        return Placement(quantity, candidate.id, value, n, low=sp.low, high=sp.high, high_censored=sp.high_censored,
-                         status=status, message=message, **base)
+        return Placement(quantity, candidate.id, value, n, reference=sp.text(), family=family, alpha=alpha,
+                         same_event_as=same_event_as, status=status, message=message, **base)
 
     if not candidate.judged:
         return result(Status.NOT_JUDGED, f"not judged: {candidate.id} did not form its circuit "
                                          f"({candidate.verdicts[FORMATION].key})")
-    if value.order is None:
+    claim = QUANTITY_CLAIM.get(quantity)
+    if not _applies(candidate, quantity):
+        return result(Status.NOT_APPLICABLE, f"{words} is not judged: {claim} does not apply to {candidate.id} "
+                                             f"({candidate.verdicts[claim].key})")  # type: ignore[index]
+    if sp.not_applicable and not sp.values:
+        return result(Status.NOT_APPLICABLE, f"{words} is not judged: {claim} applies to none of the reference members")
+    c = value.bounds
+    if c is None:
         return result(Status.NOT_APPLICABLE, f"{words} is undefined for {candidate.id} ({value.undefined})")
     if n < 2:
         return result(Status.NOT_APPLICABLE, f"{words}: {n} reference member(s) with a value; placing a candidate "
                                              "needs at least 2")
-    if all(math.isinf(o) for o in orders) and math.isinf(value.order):
+    if value.value is None and all(math.isinf(b[1]) for b in ref):
         return result(Status.NOT_APPLICABLE, f"{words} is reached by neither {candidate.id} nor any of the {n} "
                                              "reference members by their final revisions: nothing to compare")
-    c = value.order
-    below = sum(o < c for o in orders)
-    tied = sum(o == c for o in orders)
-    above = n - below - tied
-    coverage = (n - 1) / (n + 1)
+    rel = [_relation(c, m) for m in ref]
+    below, above, tied = rel.count(1), rel.count(-1), rel.count(0)
+    overlapping = rel.count(None)
     outlier = below == n or above == n
     side = "above" if below == n else "below" if above == n else ""
-    # chance, for an exchangeable member, of landing at least this far out on the candidate's side
-    beyond = above if below >= above else below
-    p_extreme = (tied + 1 + beyond) / (n + 1)
-    lo_r, hi_r = below + 1, below + tied + 1
+    p_up, p_down = (n + 1 - below) / (n + 1), (n + 1 - above) / (n + 1)
+    p_extreme = min(1.0, 2 * min(p_up, p_down))
+    p_adjusted = min(1.0, family * p_extreme)
+    lo_r, hi_r = below + 1, below + tied + overlapping + 1
     rank = f"rank {lo_r}" + (f"-{hi_r}" if hi_r != lo_r else "") + f" of {n + 1}"
-    rng = f"[{'> ' if sp.low_censored else ''}{fmt(sp.low)}, {'> ' if sp.high_censored else ''}{fmt(sp.high)}]"
-    pi = (f"the range of the {n} reference members {rng} (a {100 * coverage:.0f}% prediction interval for a new "
-          "exchangeable member: (n-1)/(n+1))")
-    if outlier:
-        later = "later" if quantity in ("t_induction", "t_bos50", "F4_recall_point") else "larger"
-        earlier = "earlier" if later == "later" else "smaller"
-        message = (f"outlier: {candidate.id}'s {words} is {value.text(quantity)}, {later if side == 'above' else earlier} "
-                   f"than every one of the {n} reference members ({rank}); outside {pi}. A member of the population "
-                   f"lands this far out with probability {p_extreme:.2g} ({2 / (n + 1):.2g} for either side), "
-                   "so with few members this flags, it does not prove")
-        status = Status.FAILS
-    else:
-        message = (f"within its siblings: {candidate.id}'s {words} is {value.text(quantity)}, {rank} "
-                   f"({below} reference members below, {tied} tied, {above} above); inside {pi}")
-        status = Status.HOLDS
-    return result(status, message, below=below, tied=tied, above=above, outlier=outlier, side=side,
-                  coverage=coverage, p_extreme=p_extreme)
+    where = (f"the {n} reference members: {sp.text()}")
+    kw = dict(below=below, tied=tied, overlapping=overlapping, above=above, outlier=outlier, side=side,
+              p_extreme=p_extreme, p_adjusted=p_adjusted)
+    if not outlier:
+        return result(Status.HOLDS, f"within its siblings: {candidate.id}'s {words} is {value.text(quantity)}, {rank} "
+                                    f"({below} reference members below, {tied} tied"
+                                    + (f", {overlapping} either way (censored)" if overlapping else "")
+                                    + f", {above} above); {where}", **kw)
+    later = "later" if quantity in ("t_induction", "t_bos50", "F4_recall_point") else "larger"
+    earlier = "earlier" if later == "later" else "smaller"
+    chance = (f"a member of the population lands at least this far out (either side) with probability "
+              f"{p_extreme:.3g} (2 of the {n + 1} ranks)" if p_extreme == 2 / (n + 1) else
+              f"a member of the population lands at least this far out (either side) with probability {p_extreme:.3g}")
+    fact = (f"{candidate.id}'s {words} is {value.text(quantity)}, {later if side == 'above' else earlier} than every "
+            f"one of the {n} reference members ({rank}; {where}); {chance}")
+    if same_event_as:
+        return result(Status.CONSISTENT_NOT_ESTABLISHED,
+                      f"outlier (flag), the same event as {same_event_as} (counted once, there): {fact}", **kw)
+    bonferroni = f" x {family} quantities compared = {p_adjusted:.3g}" if family > 1 else ""
+    if p_adjusted < alpha:
+        return result(Status.FAILS, f"outlier (fails): {fact}{bonferroni} < alpha {alpha:g}: it does not belong with them",
+                      **kw)
+    need = min_members_to_fail(family, alpha)
+    return result(Status.CONSISTENT_NOT_ESTABLISHED,
+                  f"outlier (flag): {fact}{bonferroni}, not below alpha {alpha:g}: a flag, not a failure"
+                  + (f" ({n} reference members cannot show it: a candidate beyond all of them fails from {need} members on)"
+                     if n < need else ""), **kw)
+
+
+def audit(candidate: Member, reference: Sequence[Member], spec: Thresholds = SPEC) -> dict[str, Placement]:
+    """``candidate`` placed on every quantity: flags grouped by event (:data:`SAME_EVENT`, counted
+    once), each decided with the Bonferroni bound over the quantities compared."""
+    first = {q: place(q, candidate, reference, spec) for q in QUANTITIES}
+    family = sum(p.status not in (Status.NOT_APPLICABLE, Status.NOT_JUDGED) for p in first.values())
+    out: dict[str, Placement] = {}
+    for q, p in first.items():
+        cause = next((c for c, side in SAME_EVENT.get((q, p.side), ()) if first[c].outlier and first[c].side == side),
+                     "") if p.outlier else ""
+        out[q] = place(q, candidate, reference, spec, family=max(1, family), same_event_as=cause) \
+            if p.status not in (Status.NOT_APPLICABLE, Status.NOT_JUDGED) else replace(p, family=max(1, family))
+    return out
 
 
 @dataclass(frozen=True)
@@ -500,12 +665,15 @@ class LeaveOneOut:
 
 def leave_one_out(quantity: str, reference: Sequence[Member]) -> LeaveOneOut:
     """:func:`place` each judged reference member with a value against the other reference members."""
-    judged = [m for m in reference if m.judged and m.quantities[quantity].order is not None]
+    judged = [m for m in reference if m.judged and _applies(m, quantity) and m.quantities[quantity].bounds is not None]
     inside, outside, not_compared = [], [], []
     if len(judged) >= 3:
         for m in judged:
             p = place(quantity, m, [o for o in judged if o is not m])
-            {Status.FAILS: outside, Status.HOLDS: inside}.get(p.status, not_compared).append(m.id)
+            if p.status in (Status.NOT_APPLICABLE, Status.NOT_JUDGED):
+                not_compared.append(m.id)
+            else:
+                (outside if p.outlier else inside).append(m.id)
     return LeaveOneOut(quantity, tuple(inside), tuple(outside), len(judged), tuple(not_compared))
 
 
@@ -521,8 +689,13 @@ class PopulationReport:
     claims: dict[str, PopulationClaim] = field(default_factory=dict)
     spreads: dict[str, Spread] = field(default_factory=dict)
     loo: dict[str, LeaveOneOut] = field(default_factory=dict)
-    #: candidate id -> quantity -> placement
+    #: candidate id -> quantity -> placement (:func:`audit`)
     placements: dict[str, dict[str, Placement]] = field(default_factory=dict)
+
+    @property
+    def failing_candidates(self) -> int:
+        """Placements that fail (an outlier beyond the Bonferroni bound; flags do not count)."""
+        return sum(p.status is Status.FAILS for ps in self.placements.values() for p in ps.values())
 
     @property
     def reference(self) -> list[Member]:
@@ -542,9 +715,7 @@ class PopulationReport:
                                         for q, g in m.quantities.items()}}
                         for m in self.members],
             "claims": {c: pc.to_dict() for c, pc in self.claims.items()},
-            "spreads": {q: {"median": s.median, "low": s.low, "high": s.high, "high_censored": s.high_censored,
-                            "low_censored": s.low_censored,
-                            "median_censored": s.median_censored, "text": s.text()} for q, s in self.spreads.items()},
+            "spreads": {q: s.to_dict() for q, s in self.spreads.items()},
             "leave_one_out": {q: {"inside": list(l.inside), "outside": list(l.outside), "n": l.n,
                                   "not_compared": list(l.not_compared)}
                               for q, l in self.loo.items()},
@@ -556,7 +727,11 @@ def judge_population(population: Population, records: Mapping[str, Sequence[Meas
                      spec: Thresholds = SPEC) -> PopulationReport:
     """Judge every member (``records`` by member id; a member without records is left out) and the
     population: each claim over the reference members, each quantity's spread, each candidate's place."""
-    members = [judge_member(m, records[m.id], spec) for m in population.members if records.get(m.id)]
+    members = []
+    for m in population.members:  # one member's records at a time (``records`` may read them on access)
+        recs = records.get(m.id)
+        if recs:
+            members.append(judge_member(m, recs, spec))
     return population_report(population.id, members, spec)
 
 
@@ -568,7 +743,7 @@ def population_report(name: str, members: Sequence[Member], spec: Thresholds = S
     out.claims = {c: judge_claim_over(c, ref, name, spec) for c in claims}
     out.spreads = {q: spread(q, ref) for q in QUANTITIES}
     out.loo = {q: leave_one_out(q, ref) for q in QUANTITIES}
-    out.placements = {c.id: {q: place(q, c, ref) for q in QUANTITIES} for c in out.candidates}
+    out.placements = {c.id: audit(c, ref, spec) for c in out.candidates}
     return out
 
 
@@ -585,10 +760,11 @@ def population_table(report: PopulationReport) -> str:
             lines.append(f"    {mid}: {g.text(q)}")
     for cid, ps in report.placements.items():
         for q, p in ps.items():
-            lines.append(f"  candidate {cid} {q}: {p.status.words}: {p.message}")
+            lines.append(f"  candidate {cid} {q}: " + ("" if p.outlier else f"{p.status.words}: ") + p.message)
     return "\n".join(lines)
 
 
-__all__ = ["QUANTITIES", "GridValue", "Member", "PopulationClaim", "Spread", "Placement", "LeaveOneOut",
-           "PopulationReport", "member_quantities", "member_of", "member_from_verdicts", "judge_member", "judge_claim_over", "spread",
-           "place", "leave_one_out", "judge_population", "population_report", "population_table"]
+__all__ = ["QUANTITIES", "QUANTITY_CLAIM", "SAME_EVENT", "GridValue", "Member", "PopulationClaim", "Extent", "Spread",
+           "Placement", "LeaveOneOut", "PopulationReport", "member_quantities", "member_of", "member_from_verdicts",
+           "judge_member", "judge_claim_over", "spread", "place", "audit", "min_members_to_fail", "leave_one_out", "judge_population",
+           "population_report", "population_table"]

@@ -3,8 +3,11 @@
 :func:`model_report` reads a panel model's records without measuring anything
 (:meth:`headwatch.fixtures.provider.Provider.cached_records`: published files for ``reference``
 models, the measurement cache for the others), judges them with
-:func:`headwatch.claims.judge.judge_model` (the judge the claim tests use), and :func:`verdict_cell`
-turns one verdict into a table cell: a status word and the claim's key number.
+:func:`headwatch.claims.judge.judge_model` (the judge the claim tests use), draws its figures if
+asked, and keeps what the page shows of each revision (:class:`RevisionRow`), a population
+member's quantities and trajectory; with ``release`` it then drops the records, so a report of
+thousands of revisions holds one model's records at a time (issue 33). :func:`verdict_cell` turns
+one verdict into a table cell: a status word and the claim's key number.
 """
 from __future__ import annotations
 
@@ -15,11 +18,13 @@ from typing import Any
 from headwatch.fixtures.panels import PanelModel, populations
 from headwatch.fixtures.provider import Provider
 from headwatch.probes.record import MeasurementRecord
-from headwatch.spec import CLAIMS, FORMATION
+from headwatch.probes.selectivity import bos_fraction
+from headwatch.spec import CLAIMS, FORMATION, SPEC
 
-from .figures import Figure, population_figures
+from . import trajectory as T
+from .figures import Figure, Trajectory, model_figures, population_figures, trajectory_of
 from .judge import judge_model
-from .population import PopulationReport, member_from_verdicts, population_report
+from .population import Member, PopulationReport, member_from_verdicts, population_report
 from .sensitivity import SensitivityGrid, sensitivity_grid
 from .verdict import WORDS, DeclaredOutcome, Status, Verdict, check_deviation, declared_outcome
 
@@ -45,9 +50,29 @@ CLAIM_TITLES: dict[str, str] = {
 }
 
 
+#: Per-model figures of population members are drawn when the report has at most this many models;
+#: beyond that each population's figures show every member, and the page stays small (issue 33).
+MEMBER_FIGURES_UP_TO = 12
+
+
+@dataclass(frozen=True)
+class RevisionRow:
+    """What the page shows of one revision: SPEC's BOS fraction beside Gu et al.'s Sink_1^eps."""
+
+    revision: str
+    tokens: float | None
+    bos_fraction: float
+    sink: str
+    sink_examples: int | None
+
+
 @dataclass
 class ModelReport:
-    """One panel model's records and verdicts (``verdicts`` empty when no record could be read)."""
+    """One panel model's records and verdicts (``verdicts`` empty when no record could be read).
+
+    ``records`` may be released once the rest is filled (:meth:`release`): ``revisions``, ``rows``,
+    ``trajectory`` and ``member`` are what the page and the population sections need of them.
+    """
 
     id: str
     repo: str
@@ -59,6 +84,38 @@ class ModelReport:
     error: str | None = None
     #: Every verdict re-judged across SPEC's sensitivity grid (None: nothing judged).
     grid: SensitivityGrid | None = None
+    figures: list[Figure] = field(default_factory=list)
+    revisions: list[str] = field(default_factory=list)
+    rows: list[RevisionRow] = field(default_factory=list)
+    trajectory: Trajectory | None = None
+    #: The model as a population member (its quantities), when its panel entry is one.
+    member: Member | None = None
+    figure_error: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.records and not self.revisions:
+            self.summarize()
+
+    def summarize(self) -> None:
+        """Fill what the page needs of the records (revisions, rows, trajectory)."""
+        recs = T.by_tokens(self.records)
+        self.revisions = [r.revision for r in recs]
+        self.rows = [_row(r) for r in recs]
+        self.trajectory = trajectory_of(recs)
+
+    def release(self) -> None:
+        """Drop the records (what the page needs is kept)."""
+        if self.records and not self.revisions:
+            self.summarize()
+        self.records = []
+
+
+def _row(r: MeasurementRecord) -> RevisionRow:
+    if r.sink is not None:
+        return RevisionRow(r.revision, r.tokens_seen, bos_fraction(r.all_head_selectivity, SPEC.bos),
+                           f"{100 * r.sink.share_at(SPEC.sink_eps):.1f}%", r.sink.n_examples)
+    return RevisionRow(r.revision, r.tokens_seen, bos_fraction(r.all_head_selectivity, SPEC.bos),
+                       "not in the published files" if r.is_published else "not computed", None)
 
 
 @dataclass(frozen=True)
@@ -70,16 +127,32 @@ class Cell:
     message: str
 
 
-def model_report(pm: PanelModel, provider: Provider) -> ModelReport:
-    """Records and verdicts of one panel model; a failure to read or judge is kept, not raised."""
+def draws_member_figures(models: Sequence[PanelModel]) -> bool:
+    """Whether a report of ``models`` draws per-model figures for population members (small reports)."""
+    return len(models) <= MEMBER_FIGURES_UP_TO
+
+
+def model_report(pm: PanelModel, provider: Provider, *, figures: bool = False, release: bool = False) -> ModelReport:
+    """Records and verdicts of one panel model, its figures when ``figures``; ``release`` drops the
+    records afterwards. A failure to read, judge or draw is kept, not raised."""
     out = ModelReport(pm.id, pm.repo, pm.panel, [])
     try:
         out.records, out.missing = provider.cached_records(pm)
         if out.records:
+            out.summarize()
             out.verdicts = judge_model(out.records, pm.expect, pm.total_tokens)
-            out.grid = sensitivity_grid(out.records, pm.expect, pm.total_tokens)
+            out.grid = sensitivity_grid(out.records, pm.expect, pm.total_tokens, verdicts=out.verdicts)
+            if pm.member is not None:
+                out.member = member_from_verdicts(pm, out.records, out.verdicts)
     except Exception as e:  # a report about a broken model beats no report
         out.error = f"{type(e).__name__}: {e}"
+    if figures and out.records and not out.error:
+        try:
+            out.figures = model_figures(out.records, out.verdicts, out.id)
+        except Exception as e:  # a report without a figure beats no report
+            out.figure_error = f"figures of {out.id} failed: {type(e).__name__}: {e}"
+    if release:
+        out.release()
     return out
 
 
@@ -101,7 +174,7 @@ def verdict_cell(claim: str, report: ModelReport) -> Cell:
     if v is None:
         if claim == FORMATION and report.verdicts:
             return Cell(NA, "", "the panel declares no formation for this model")
-        why = report.error or ("no measurements on disk" if not report.records else "not judged")
+        why = report.error or ("no measurements on disk" if not report.revisions else "not judged")
         return Cell(MISSING, "", why)
     message = v.message
     if v.declared_deviation is not None:
@@ -126,7 +199,7 @@ def summary_rows(reports: Sequence[ModelReport]) -> list[dict[str, Any]]:
                 "p_value": "" if f is None or f.p_value is None else f.p_value,
                 "robust": "" if r.grid is None or claim not in r.grid.robust else r.grid.robust[claim],
                 "declared_deviation": (v.declared_deviation.reason if v and v.declared_deviation else ""),
-                "revisions": len(r.records), "missing_revisions": " ".join(r.missing), "message": c.message,
+                "revisions": len(r.revisions), "missing_revisions": " ".join(r.missing), "message": c.message,
             })
     return rows
 
@@ -141,9 +214,11 @@ def population_reports(models: Sequence[PanelModel], reports: Sequence[ModelRepo
     by_id = {r.id: r for r in reports}
     out = []
     for pop in populations(models):
-        have = [m for m in pop.members if m.id in by_id and by_id[m.id].records and by_id[m.id].verdicts]
+        have = [m for m in pop.members if m.id in by_id and by_id[m.id].verdicts and
+                (by_id[m.id].member is not None or by_id[m.id].records)]
         if any(not m.member.is_candidate for m in have):  # type: ignore[union-attr]
-            members = [member_from_verdicts(m, by_id[m.id].records, by_id[m.id].verdicts) for m in have]
+            members = [by_id[m.id].member or member_from_verdicts(m, by_id[m.id].records, by_id[m.id].verdicts)
+                       for m in have]
             out.append(population_report(pop.id, members))
     return out
 
@@ -157,8 +232,8 @@ def population_parts(models: Sequence[PanelModel], reports: Sequence[ModelReport
     figs: dict[str, list[Figure]] = {}
     for p in pops:
         try:
-            figs[p.name] = population_figures(p.name, {m.id: by_id[m.id].records for m in p.members},
-                                              [m.id for m in p.candidates])
+            figs[p.name] = population_figures(p.name, {m.id: by_id[m.id].trajectory or Trajectory((), (), ())
+                                                       for m in p.members}, [m.id for m in p.candidates])
         except Exception as e:  # a report without a figure beats no report
             errors.append(f"figures of population {p.name} failed: {type(e).__name__}: {e}")
     return pops, figs

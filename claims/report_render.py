@@ -4,8 +4,17 @@ Pure functions from :class:`headwatch.claims.report_data.ModelReport` (and plain
 with no pytest import: the pytest-html plugin (:mod:`headwatch.claims.html_report`) puts the fragment into
 pytest-html's summary, and ``headwatch report`` wraps it into a page of its own.
 
-Stable hooks for tests and tools: the verdict table is ``table#headwatch-verdicts``, each cell
-carries ``data-model``, ``data-claim`` and ``data-status``; each figure is an ``img`` with
+Layout (issue 33: a report of 51 models must stay readable, < ~3 MB and <= ~1,400 px wide): the
+populations first (``table#headwatch-populations``: population x claim, k of n), then the verdict
+table of the models in no population (models as rows, claims as columns, so it never widens), then
+one section per population (its members x claims, each quantity per member as rows, candidates'
+places, two figures), then each model's detail in a ``<details>`` (collapsed when the report has more
+than :data:`~headwatch.claims.report_data.MEMBER_FIGURES_UP_TO` models; the per-revision sink table
+always collapsed), then the run environment.
+
+Stable hooks for tests and tools: a model's verdict cell (in the verdict table or its population's
+grid) carries ``data-model``, ``data-claim`` and ``data-status``; a claim over a population
+``data-population``, ``data-population-claim`` and ``data-status``; each figure is an ``img`` with
 ``data-figure="<model>/<figure name>"``; the environment is ``table#headwatch-environment``.
 """
 from __future__ import annotations
@@ -18,14 +27,13 @@ from importlib import metadata
 from typing import Any
 
 from headwatch.fixtures.cache import probe_code_version
-from headwatch.probes.selectivity import bos_fraction
 from headwatch.spec import SPEC
 
 from .figures import Figure
-from .population import QUANTITY_WORDS, PopulationReport
+from .population import QUANTITIES, QUANTITY_WORDS, PopulationReport
 from .report_data import (
-    CELL_LABEL, CLAIM_TITLES, CONSISTENT, FAILS, HOLDS, MISMATCH, MISSING, NA, NOT_ESTABLISHED, NOT_JUDGED, VACUOUS, XFAIL,
-    XPASS, ModelReport, rows_of, verdict_cell,
+    CELL_LABEL, CLAIM_TITLES, CONSISTENT, FAILS, HOLDS, MEMBER_FIGURES_UP_TO, MISMATCH, MISSING, NA, NOT_ESTABLISHED,
+    NOT_JUDGED, VACUOUS, XFAIL, XPASS, ModelReport, rows_of, verdict_cell,
 )
 from .verdict import WORDS, Status
 
@@ -65,6 +73,12 @@ CSS = """
 #headwatch figure.wide figcaption { max-width: 900px; }
 #headwatch .note { background: #fff8e5; border-left: 4px solid #e0a800; padding: 6px 10px; color: #333; }
 #headwatch .error { background: #fde2e1; border-left: 4px solid #a8140e; padding: 6px 10px; color: #222; white-space: pre-wrap; }
+#headwatch details.model { border: 1px solid #e4e4e4; margin: 6px 0; padding: 4px 10px; }
+#headwatch details.model > summary { cursor: pointer; font-size: 14px; font-weight: bold; padding: 3px 0; }
+#headwatch details.model > summary .counts { font-weight: normal; color: #555; font-size: 12px; }
+#headwatch details.rows > summary { cursor: pointer; color: #1f5fa8; margin: 8px 0; }
+#headwatch tr.aggregate th, #headwatch tr.aggregate td { border-top: 2px solid #999; }
+#headwatch td.cell.compact { min-width: 110px; }
 /* pytest-html puts its own environment table first: move it (and the test list) below the claims */
 body { display: flex; flex-direction: column; }
 body > h1, body > p { order: 0; }
@@ -90,17 +104,18 @@ def _status_cell(model: str, claim: str, report: ModelReport, tests: str | None,
 
 def verdict_table(reports: Sequence[ModelReport], tests: Mapping[tuple[str, str], str] | None = None,
                   mismatches: Mapping[tuple[str, str], bool] | None = None) -> str:
-    """Claims as rows, models as columns; ``tests[(claim, model)]`` is the claim tests' outcome line."""
+    """Models as rows, claims as columns (it grows down, not across); ``tests[(claim, model)]`` is the
+    claim tests' outcome line."""
     tests, mismatches = tests or {}, mismatches or {}
-    head = "".join(f'<th><a href="#hw-model-{escape(r.id, quote=True)}">{escape(r.id)}</a><br>'
-                   f'<span style="font-weight:normal;color:#666">{escape(r.repo)} · {len(r.records)} revisions</span></th>'
-                   for r in reports)
+    claims = rows_of(reports)
+    head = "".join(f"<th>{escape(CLAIM_TITLES[c])}</th>" for c in claims)
     rows = []
-    for claim in rows_of(reports):
-        cells = "".join(_status_cell(r.id, claim, r, tests.get((claim, r.id)), mismatches.get((claim, r.id), False))
-                        for r in reports)
-        rows.append(f"<tr><th>{escape(CLAIM_TITLES[claim])}</th>{cells}</tr>")
-    return f'<table class="hw" id="headwatch-verdicts"><tr><th>claim</th>{head}</tr>{"".join(rows)}</table>'
+    for r in reports:
+        cells = "".join(_status_cell(r.id, c, r, tests.get((c, r.id)), mismatches.get((c, r.id), False)) for c in claims)
+        rows.append(f'<tr><th class="nowrap"><a href="#hw-model-{escape(r.id, quote=True)}">{escape(r.id)}</a><br>'
+                    f'<span style="font-weight:normal;color:#666">{escape(r.repo)} · {len(r.revisions)} revisions</span>'
+                    f"</th>{cells}</tr>")
+    return f'<table class="hw" id="headwatch-verdicts"><tr><th>model</th>{head}</tr>{"".join(rows)}</table>'
 
 
 def _img(model: str, fig: Figure) -> str:
@@ -111,10 +126,24 @@ def _img(model: str, fig: Figure) -> str:
             f'</figcaption></figure>')
 
 
-def model_section(report: ModelReport, figures: Sequence[Figure]) -> str:
-    """One model: the judge's message per claim, then its figures."""
-    parts = [f'<h2 id="hw-model-{escape(report.id, quote=True)}">{escape(report.id)} '
-             f'<span style="font-weight:normal;color:#666">({escape(report.repo)}, panel {escape(report.panel)})</span></h2>']
+def _counts(report: ModelReport) -> str:
+    """'F1 holds, F2 holds, ..., causal consistent' in a few words, for a collapsed section's summary."""
+    if report.error:
+        return "could not be read or judged"
+    if not report.verdicts:
+        return "no measurements on disk"
+    words: dict[str, list[str]] = {}
+    for c in rows_of([report]):
+        words.setdefault(STATUS_LABEL[verdict_cell(c, report).status], []).append(c)
+    return "; ".join(f"{label}: {', '.join(cs)}" for label, cs in words.items())
+
+
+def model_section(report: ModelReport, figures: Sequence[Figure], open_: bool = True) -> str:
+    """One model in a ``<details>``: the judge's message per claim, the sensitivity grid, the sink table
+    (collapsed), its figures (where drawn)."""
+    parts = [f'<details class="model" id="hw-model-{escape(report.id, quote=True)}"{" open" if open_ else ""}>'
+             f'<summary>{escape(report.id)} <span class="counts">({escape(report.repo)}, panel {escape(report.panel)}, '
+             f'{len(report.revisions)} revisions) {escape(_counts(report))}</span></summary>']
     if report.error:
         parts.append(f'<div class="error">could not read or judge this model: {escape(report.error)}</div>')
     if report.missing:
@@ -130,10 +159,11 @@ def model_section(report: ModelReport, figures: Sequence[Figure]) -> str:
         parts.append(f'<table class="hw verdict-details">{rows}</table>')
     if report.grid is not None:
         parts.append(grid_table(report))
-    if report.records:
+    if report.rows:
         parts.append(sink_table(report))
     if figures:
         parts.append('<div class="figs">' + "".join(_img(report.id, f) for f in figures) + "</div>")
+    parts.append("</details>")
     return "\n".join(parts)
 
 
@@ -153,22 +183,15 @@ def grid_table(report: ModelReport) -> str:
 
 
 def sink_table(report: ModelReport) -> str:
-    """SPEC's BOS fraction beside Gu et al.'s Sink_1^eps per revision (reported, not asserted)."""
-    cells = []
-    for r in report.records:
-        frac = bos_fraction(r.all_head_selectivity, SPEC.bos)
-        if r.sink is not None:
-            sink = f"{100 * r.sink.share_at(SPEC.sink_eps):.1f}%"
-            n = r.sink.n_examples
-        else:
-            sink, n = ("not in the published files" if r.is_published else "not computed"), None
-        cells.append(f"<tr><td class='nowrap'>{escape(r.revision)}</td><td>{100 * frac:.1f}%</td><td>{escape(sink)}</td>"
-                     f"<td>{'' if n is None else n}</td></tr>")
-    return (f"<h3>Attention sinks two ways: SPEC's BOS fraction (first-token selectivity >= {SPEC.bos:g}, query T-1, all "
-            f"examples) and Gu et al.'s Sink<sub>1</sub><sup>&epsilon;</sup> (mean attention to position 0 over queries "
-            f"1..T-1 &gt; {SPEC.sink_eps:g}; whole attention rows, so a sub-batch of the first examples)</h3>"
+    """SPEC's BOS fraction beside Gu et al.'s Sink_1^eps per revision (reported, not asserted), collapsed."""
+    cells = [f"<tr><td class='nowrap'>{escape(r.revision)}</td><td>{100 * r.bos_fraction:.1f}%</td><td>{escape(r.sink)}</td>"
+             f"<td>{'' if r.sink_examples is None else r.sink_examples}</td></tr>" for r in report.rows]
+    return (f"<details class='rows'><summary>Attention sinks two ways, per revision ({len(report.rows)} rows): SPEC's BOS "
+            f"fraction (first-token selectivity >= {SPEC.bos:g}, query T-1, all examples) and Gu et al.'s "
+            f"Sink<sub>1</sub><sup>&epsilon;</sup> (mean attention to position 0 over queries 1..T-1 &gt; {SPEC.sink_eps:g}; "
+            "whole attention rows, so a sub-batch of the first examples)</summary>"
             "<table class='hw sink'><tr><th>revision</th><th>BOS fraction</th><th>Sink_1^eps</th><th>examples</th></tr>"
-            + "".join(cells) + "</table>")
+            + "".join(cells) + "</table></details>")
 
 
 def versions() -> dict[str, str]:
@@ -192,6 +215,13 @@ def _device_line(env: Mapping[str, Any]) -> str:
     return f"{asked} (no model loaded in this run: published measurements or cache hits only)"
 
 
+def _revision_list(revs: Sequence[str], most: int = 8) -> str:
+    """Every revision's name, or the first and last few of a long list."""
+    if len(revs) <= most:
+        return ", ".join(revs)
+    return f"{', '.join(revs[:3])}, ... ({len(revs) - 6} more), {', '.join(revs[-3:])}"
+
+
 def environment_table(env: Mapping[str, Any], reports: Sequence[ModelReport]) -> str:
     """Panels, models and revisions, device, dtype, versions, cache hits vs fresh runs (from a RunInfo dict)."""
     counts = env.get("counts") or {}
@@ -202,10 +232,11 @@ def environment_table(env: Mapping[str, Any], reports: Sequence[ModelReport]) ->
     model_rows = []
     for r in reports:
         m = (env.get("models") or {}).get(r.id, {})
-        revs = m.get("revisions") or [x.revision for x in r.records]
+        revs = m.get("revisions") or r.revisions
         st = ", ".join(f"{n} {s}" for s, n in sorted(per_model.get(r.id, {}).items())) or "not loaded by a test"
         model_rows.append(f"<tr><td class='nowrap'>{escape(r.id)}</td><td>{escape(r.repo)}</td><td>{escape(m.get('source', '?'))}</td>"
-                          f"<td>{escape(r.panel)}</td><td>{len(revs)}: {escape(', '.join(revs))}</td><td>{escape(st)}</td></tr>")
+                          f"<td>{escape(r.panel)}</td><td>{len(revs)}: {escape(_revision_list(revs))}</td>"
+                          f"<td>{escape(st)}</td></tr>")
     rows = [
         ("panels", ", ".join(env.get("panels") or []) or "?"),
         ("device", _device_line(env)),
@@ -226,15 +257,20 @@ def environment_table(env: Mapping[str, Any], reports: Sequence[ModelReport]) ->
     return f'<table class="hw" id="headwatch-environment">{head}</table>{models}'
 
 
-def fragment(reports: Sequence[ModelReport], figures: Mapping[str, Sequence[Figure]], env: Mapping[str, Any],
+def fragment(reports: Sequence[ModelReport], figures: Mapping[str, Sequence[Figure]] | None, env: Mapping[str, Any],
              tests: Mapping[tuple[str, str], str] | None = None,
              mismatches: Mapping[tuple[str, str], bool] | None = None, controls: str | None = None,
              errors: Sequence[str] = (), test_list: bool = True, populations: Sequence[PopulationReport] = (),
              population_figs: Mapping[str, Sequence[Figure]] | None = None) -> str:
-    """The whole headwatch part of a report, one ``div#headwatch`` (populations after the verdict table)."""
+    """The whole headwatch part of a report, one ``div#headwatch`` (layout: the module docstring).
+
+    ``figures`` by model id; None: each report's own (:attr:`ModelReport.figures`)."""
+    members = {m.id: p.name for p in populations for m in p.members}
+    alone = [r for r in reports if r.id not in members]
+    by_id = {r.id: r for r in reports}
     nav = " ".join([f'<a href="#hw-population-{escape(p.name, quote=True)}">population {escape(p.name)}</a>'
                     for p in populations] + [f'<a href="#hw-model-{escape(r.id, quote=True)}">{escape(r.id)}</a>'
-                                             for r in reports])
+                                             for r in alone])
     legend = ("Each cell: the judge's verdict (claims/judge.py, the one the claim tests assert), the claim's key number "
               "with its interval where there is one, and the outcome of the claim's tests for that model. Hover a cell "
               "for the judge's full message. The verdict vocabulary (README): "
@@ -243,17 +279,24 @@ def fragment(reports: Sequence[ModelReport], figures: Mapping[str, Sequence[Figu
               "known finding for this model and the measurement matches the declaration (strict xfail); deviation "
               "mismatch: it fails otherwise than declared.")
     parts = [f"<style>{CSS}</style>", '<div id="headwatch">',
-             f'<nav>Jump to: {nav} <a href="#hw-environment">run environment</a>'
+             f'<nav>Jump to: {nav} <a href="#hw-models">each model</a> <a href="#hw-environment">run environment</a>'
              + (' <a href="#results-table">test list</a>' if test_list else "") + "</nav>",
-             "<h2>Claims (arXiv 2606.02378)</h2>", f"<p>{escape(legend)}</p>", verdict_table(reports, tests, mismatches)]
+             "<h2>Claims (arXiv 2606.02378)</h2>", f"<p>{escape(legend)}</p>"]
+    if populations:
+        parts.append(populations_table(populations))
+    if alone:
+        parts.append(verdict_table(alone, tests, mismatches))
     if any("\u2020" in verdict_cell("causal", r).key for r in reports):
         parts.append("<p>\u2020 the matched-random control of these records is matched to another head set than the "
                      "induction circuit (see the model's causal message below), so it compares unlike groups.</p>")
     if controls:
         parts.append(f"<p>Negative controls (planted trajectories each claim must reject): {escape(controls)}.</p>")
     parts += [f'<div class="error">{escape(e)}</div>' for e in errors]
-    parts += [population_section(p, (population_figs or {}).get(p.name, ())) for p in populations]
-    parts += [model_section(r, figures.get(r.id, ())) for r in reports]
+    parts += [population_section(p, (population_figs or {}).get(p.name, ()), by_id, tests, mismatches)
+              for p in populations]
+    open_ = len(reports) <= MEMBER_FIGURES_UP_TO
+    parts.append(f'<h2 id="hw-models">Each model ({len(reports)}{"" if open_ else ": click one to open it"})</h2>')
+    parts += [model_section(r, r.figures if figures is None else figures.get(r.id, ()), open_) for r in reports]
     parts += ['<h2 id="hw-environment">Run environment</h2>', environment_table(env, reports), "</div>"]
     return "\n".join(parts)
 
@@ -264,50 +307,109 @@ def standalone_page(title: str, body: str) -> str:
             f'<body style="font-family: Helvetica, Arial, sans-serif"><h1>{escape(title)}</h1>{body}</body></html>')
 
 
-# ---- populations (issue 24): member x claim grid, the spread of each quantity, candidates --------------
+# ---- populations (issues 24, 33): population x claim first, members behind it -------------------------
 
 
-def _pop_cell(status: Status, key: str, message: str, claim: str, member: str) -> str:
+def _pop_cell(status: Status, key: str, message: str, claim: str, population: str) -> str:
     word = status.words
     bg, fg = STATUS_STYLE[word]
-    return (f'<td class="cell" data-member="{escape(member, quote=True)}" data-claim="{escape(claim, quote=True)}" '
-            f'data-status="{escape(word, quote=True)}" style="background:{bg}" title="{escape(message, quote=True)}">'
+    return (f'<td class="cell compact" data-population="{escape(population, quote=True)}" '
+            f'data-population-claim="{escape(claim, quote=True)}" data-status="{escape(word, quote=True)}" '
+            f'style="background:{bg}" title="{escape(message, quote=True)}">'
             f'<span class="st" style="color:{fg}">{escape(STATUS_LABEL[word])}</span>'
             f'<span class="key">{escape(key) or "&nbsp;"}</span></td>')
 
 
-def population_grid(report: PopulationReport) -> str:
+def _candidates_cell(report: PopulationReport) -> str:
+    """The candidates in a few words: how many placements fail, are flagged, lie within."""
+    if not report.candidates:
+        return "<td>none</td>"
+    places = [p for ps in report.placements.values() for p in ps.values()]
+    fails = sum(p.status is Status.FAILS for p in places)
+    flags = sum(p.outlier and p.status is not Status.FAILS for p in places)
+    inside = sum(p.status is Status.HOLDS for p in places)
+    word = FAILS if fails else CONSISTENT if flags else HOLDS
+    bg, fg = STATUS_STYLE[word]
+    return (f'<td class="cell compact" style="background:{bg}"><span class="st" style="color:{fg}">'
+            f'{len(report.candidates)} candidate(s)</span><span class="key">{fails} fail, {flags} flagged, {inside} within'
+            "</span></td>")
+
+
+def populations_table(pops: Sequence[PopulationReport]) -> str:
+    """Population x claim: each claim over the reference members (k of n), and the candidates."""
+    claims = list(dict.fromkeys(c for p in pops for c in p.claims))
+    head = "".join(f"<th>{escape(CLAIM_TITLES.get(c, c))}</th>" for c in claims)
+    rows = []
+    for p in pops:
+        cells = "".join(_pop_cell(p.claims[c].status, p.claims[c].key, p.claims[c].message, c, p.name)
+                        if c in p.claims else "<td></td>" for c in claims)
+        rows.append(f'<tr><th class="nowrap"><a href="#hw-population-{escape(p.name, quote=True)}">{escape(p.name)}</a>'
+                    f'<br><span style="font-weight:normal;color:#666">{len(p.reference)} reference member(s)</span></th>'
+                    f"{cells}{_candidates_cell(p)}</tr>")
+    return ("<h3>Populations: each claim over the reference members (k of n, one-sided exact bounds; members below)</h3>"
+            f'<table class="hw" id="headwatch-populations"><tr><th>population</th>{head}<th>candidates</th></tr>'
+            + "".join(rows) + "</table>")
+
+
+def population_grid(report: PopulationReport, reports: Mapping[str, ModelReport] | None = None,
+                    tests: Mapping[tuple[str, str], str] | None = None,
+                    mismatches: Mapping[tuple[str, str], bool] | None = None) -> str:
     """Members as rows (reference first, candidates marked), claims as columns; the last row is the
-    claim over the reference members (k of n with its exact interval)."""
+    claim over the reference members (k of n with its one-sided exact bounds)."""
+    reports, tests, mismatches = reports or {}, tests or {}, mismatches or {}
     claims = list(report.claims)
     head = "".join(f"<th>{escape(CLAIM_TITLES.get(c, c))}</th>" for c in claims)
     rows = []
     for m in report.reference + report.candidates:
         tag = " <span style='color:#d62728;font-weight:bold'>candidate</span>" if m.role == "candidate" else ""
-        cells = "".join(_pop_cell(m.verdicts[c].status, m.verdicts[c].key, m.verdicts[c].message, c, m.id)
-                        if c in m.verdicts else "<td></td>" for c in claims)
-        rows.append(f"<tr><th class='nowrap'>{escape(m.id)}{tag}</th>{cells}</tr>")
-    pop = "".join(_pop_cell(pc.status, pc.key, pc.message, c, "population") for c, pc in report.claims.items())
-    rows.append(f"<tr><th>over the {len(report.reference)} reference members (k/n, "
-                f"{100 * SPEC.interval_level:g}% exact interval)</th>{pop}</tr>")
+        r = reports.get(m.id)
+        cells = "".join(
+            _status_cell(m.id, c, r, tests.get((c, m.id)), mismatches.get((c, m.id), False)) if r is not None
+            else _member_cell(m.verdicts[c].status, m.verdicts[c].key, m.verdicts[c].message, c, m.id)
+            if c in m.verdicts else "<td></td>" for c in claims)
+        rows.append(f'<tr><th class="nowrap"><a href="#hw-model-{escape(m.id, quote=True)}">{escape(m.id)}</a>{tag}</th>'
+                    f"{cells}</tr>")
+    pop = "".join(_pop_cell(pc.status, pc.key, pc.message, c, report.name) for c, pc in report.claims.items())
+    rows.append(f"<tr class='aggregate'><th>over the {len(report.reference)} reference members (k/n, one-sided "
+                f"{100 * (1 - SPEC.population_alpha):g}% exact bounds)</th>{pop}</tr>")
     return (f'<table class="hw" data-population="{escape(report.name, quote=True)}"><tr><th>member</th>{head}</tr>'
             + "".join(rows) + "</table>")
 
 
+def _member_cell(status: Status, key: str, message: str, claim: str, member: str) -> str:
+    """A member's verdict where the page has no report of it (the population judged from members alone)."""
+    word = status.words
+    bg, fg = STATUS_STYLE[word]
+    return (f'<td class="cell" data-model="{escape(member, quote=True)}" data-claim="{escape(claim, quote=True)}" '
+            f'data-status="{escape(word, quote=True)}" style="background:{bg}" title="{escape(message, quote=True)}">'
+            f'<span class="st" style="color:{fg}">{escape(STATUS_LABEL[word])}</span>'
+            f'<span class="key">{escape(key) or "&nbsp;"}</span></td>')
+
+
 def population_spread_table(report: PopulationReport) -> str:
-    """Each quantity: median and range over the reference members, leave-one-out, every member's value."""
+    """Quantities as columns, members as rows: each member's value, then the spread over the reference
+    members and leave-one-out."""
     members = report.reference + report.candidates
-    head = "".join(f"<th>{escape(m.id)}{' (candidate)' if m.role == 'candidate' else ''}</th>" for m in members)
+    head = "".join(f"<th>{escape(QUANTITY_WORDS[q])}</th>" for q in QUANTITIES)
     rows = []
-    for q, sp in report.spreads.items():
-        vals = "".join(f"<td class='nowrap'>{escape(m.quantities[q].text(q)) if m.judged else 'not judged'}</td>"
-                       for m in members)
-        rows.append(f"<tr><th>{escape(QUANTITY_WORDS[q])}</th><td>{escape(sp.text())}</td>"
-                    f"<td>{escape(report.loo[q].text())}</td>{vals}</tr>")
-    return ("<h3>Each quantity over the reference members (value on the revision grid: (last revision before, first "
-            "at]; a milestone not reached by the final revision is a bound)</h3>"
-            f"<table class='hw'><tr><th>quantity</th><th>reference members</th><th>leave-one-out</th>{head}</tr>"
-            + "".join(rows) + "</table>")
+    for m in members:
+        vals = "".join(f"<td class='nowrap'>{escape(_member_value(report, m, q))}</td>" for q in QUANTITIES)
+        rows.append(f"<tr><th class='nowrap'>{escape(m.id)}{' (candidate)' if m.role == 'candidate' else ''}</th>{vals}</tr>")
+    spread = "".join(f"<td>{escape(report.spreads[q].text())}</td>" for q in QUANTITIES)
+    loo = "".join(f"<td>{escape(report.loo[q].text())}</td>" for q in QUANTITIES)
+    return ("<h3>Each quantity per member (value on the revision grid: (last revision before, first at]; a milestone not "
+            "reached by the final revision is a bound, ranked as an interval)</h3>"
+            f"<table class='hw' data-quantities='{escape(report.name, quote=True)}'><tr><th>member</th>{head}</tr>"
+            + "".join(rows) + f"<tr class='aggregate'><th>reference members</th>{spread}</tr>"
+            f"<tr><th>leave-one-out</th>{loo}</tr></table>")
+
+
+def _member_value(report: PopulationReport, m: Any, q: str) -> str:
+    if not m.judged:
+        return "not judged"
+    if q in report.spreads and m.role != "candidate" and m.id in report.spreads[q].not_applicable:
+        return "not judged (claim does not apply)"
+    return m.quantities[q].text(q)
 
 
 def population_candidates(report: PopulationReport) -> str:
@@ -318,7 +420,7 @@ def population_candidates(report: PopulationReport) -> str:
     for cid, placements in report.placements.items():
         for q, p in placements.items():
             word = p.status.words
-            label = "OUTLIER" if p.outlier else STATUS_LABEL[word] if p.status is not Status.HOLDS else "within"
+            label = p.flag.upper() if p.outlier else STATUS_LABEL[word] if p.status is not Status.HOLDS else "within"
             rows.append(f"<tr><td class='nowrap'>{escape(cid)}</td><td>{escape(q)}</td>"
                         f"<td style='color:{STATUS_STYLE[word][1]};font-weight:bold'>{escape(label)}</td>"
                         f"<td class='msg'>{escape(p.message)}</td></tr>")
@@ -326,18 +428,25 @@ def population_candidates(report: PopulationReport) -> str:
             "</th><th>quantity</th><th>place</th><th>in words</th></tr>" + "".join(rows) + "</table>")
 
 
-def population_section(report: PopulationReport, figures: Sequence[Figure]) -> str:
-    """One population: the member x claim grid, the quantities' spread, the candidates, the figures."""
+def population_section(report: PopulationReport, figures: Sequence[Figure],
+                       reports: Mapping[str, ModelReport] | None = None,
+                       tests: Mapping[tuple[str, str], str] | None = None,
+                       mismatches: Mapping[tuple[str, str], bool] | None = None) -> str:
+    """One population: the member x claim grid, each quantity per member, the candidates, the figures."""
     name = escape(report.name, quote=True)
+    alpha, bar = SPEC.population_alpha, SPEC.population_min_rate
     parts = [f'<h2 id="hw-population-{name}">Population {escape(report.name)} '
              f'<span style="font-weight:normal;color:#666">({len(report.reference)} reference member(s), '
              f'{len(report.candidates)} candidate(s))</span></h2>',
-             "<p>Each member judged alone (as in the table above), then each claim over the reference members: it "
-             f"holds when the exact interval of the share where it holds lies at or above {SPEC.population_min_rate:g}, "
-             f"fails when it fails in more than {1 - SPEC.population_min_rate:g} of them; members that did not form are "
-             "not judged and not counted. A candidate is an outlier when it lies outside the range of the reference "
-             "members, an interval that holds a new exchangeable member with probability (n-1)/(n+1).</p>",
-             population_grid(report), population_spread_table(report), population_candidates(report)]
+             "<p>Each member judged alone, then each claim over the reference members by one-sided exact binomial tests "
+             f"at alpha {alpha:g}: it holds when the data establish that it holds in more than {bar:g} of the "
+             "population, fails only where the data exclude that (counting every undecided member as holding), and is "
+             "consistent, not established otherwise; members that did not form are not judged and not counted. A "
+             "candidate beyond every reference member is an outlier flag, with the chance that an exchangeable member "
+             f"lands as far out; it fails only where that chance, times the quantities compared, is below "
+             f"{SPEC.population_outlier_alpha:g}, and one event (a late circuit) is counted once.</p>",
+             population_grid(report, reports, tests, mismatches), population_spread_table(report),
+             population_candidates(report)]
     if figures:
         parts.append('<div class="figs">' + "".join(_img(f"population-{report.name}", f) for f in figures) + "</div>")
     return "\n".join(parts)

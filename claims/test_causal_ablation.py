@@ -1,11 +1,13 @@
 """Causal check: ablating the final induction circuit cuts top-1 to <= 25% of baseline, and below
 the matched-random control.
 
-Per model, on the latest revision with ablations. Each comparison is confirmed by a one-sided
-Fisher exact test on the top-1 counts (p < 0.05); point rules passing without the tests is
-"consistent, not established" (a skip); missing evidence (no matched-random ablation, no counts)
+Per model, on the latest revision with ablations. Each comparison is confirmed by a one-sided exact
+test on the top-1 counts (p < 0.05): the bar by a conditional binomial test of the ratio (against
+"circuit >= 25% of baseline"), the control by Fisher's test; point rules passing without the tests
+is "consistent, not established" (a skip); missing evidence (no matched-random ablation, no counts)
 is "not established", never a failure. Negative controls: an ablation that hurts no more than
-random; one that leaves most of the baseline.
+random; one that leaves most of the baseline; one under the bar at its point estimate whose counts
+do not establish it (the published OLMo 1B's 1 vs 20 of 2000).
 """
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ def test_causal_ablation_of_induction_circuit(request, record_property, model_en
                                             "random_top1": d.random_top1})
     report(record_property, "causal_random_matched_to", d.random_matched_to)
     report(record_property, "causal_p_values", {"circuit_below_random": d.p_vs_random,
-                                                "circuit_below_baseline": d.p_vs_baseline,
+                                                "circuit_below_bar": d.p_vs_bar,
                                                 "counts_reconstructed": d.counts_reconstructed})
     check_verdict(request, model_entry, "causal", verdict)
 
@@ -62,7 +64,7 @@ def test_causal_without_counts_is_not_established():
     final.task = dataclasses.replace(final.task, n=None, top1_count=None)
     verdict = judge_causal(recs)
     assert verdict.status is Status.NOT_ESTABLISHED and verdict.details.missing == ("top-1 counts",)
-    assert "circuit < baseline p = n/a" in verdict.message and "not established: missing evidence: top-1 counts" in verdict.message
+    assert "circuit < 25% of baseline p = n/a" in verdict.message and "not established: missing evidence: top-1 counts" in verdict.message
 
 
 def test_causal_without_any_ablation_is_not_established():
@@ -78,13 +80,14 @@ def test_causal_measured_without_ablations_is_not_applicable():
     assert judge_causal(recs).status is Status.NOT_APPLICABLE
 
 
-def test_causal_below_baseline_exact_test_decides():
-    """Circuit 2 vs baseline 8 of 2000 (25%: the cut passes) and vs random 20: below random
-    (p = 0.0002), but not significantly below baseline (p = 0.054): consistent, not established."""
-    verdict = judge_causal(healthy(ablations=Ablations(baseline=0.004, circuit=0.001, random=0.01)))
+def test_negative_control_causal_bar_met_at_the_point_but_not_established():
+    """Circuit 1 vs baseline 20 of 2000 (5% of baseline: the point rule passes with room to spare)
+    and vs random 40: below random (p < 1e-9), but "circuit < 25% of baseline" has p = 0.0576 on
+    these counts (the published OLMo 1B's): consistent, not established, never "holds"."""
+    verdict = judge_causal(healthy(ablations=Ablations(baseline=0.01, circuit=0.0005, random=0.02)))
     assert verdict.status is Status.CONSISTENT_NOT_ESTABLISHED, verdict.message
-    assert verdict.details.p_vs_baseline == pytest.approx(0.0545, abs=1e-3) and verdict.details.p_vs_random < 0.05
-    assert verdict.details.decided_by.startswith("the exact test against baseline (p = 0.0545)")
+    assert verdict.details.p_vs_bar == pytest.approx(0.0576, abs=1e-4) and verdict.details.p_vs_random < 1e-4
+    assert verdict.details.decided_by.startswith("the exact test of the bar (circuit < 25% of baseline) (p = 0.0576)")
 
 
 def test_causal_names_the_revision_the_ablations_were_measured_on_and_the_papers_figures():

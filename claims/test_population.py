@@ -1,27 +1,30 @@
-"""Populations (issue 24): each claim across the reference members of a population, and each
+"""Populations (issues 24, 33): each claim across the reference members of a population, and each
 candidate placed among them.
 
 Runs once per selected population (a panel entry over seeds, headwatch.fixtures.panels) and once per
-candidate member. Every member is judged by the one judge first (formation included): a claim holds
-over the population when it holds in most reference members, established by the exact interval of
-k / n (``SPEC.population_min_rate``); it fails when it fails in most; members that did not form are
-"not judged", left out of k and n, never a pass. A candidate passes when its t_induction, t_bos50,
-F3 ratio and F4 recall point lie inside the range of the reference members (a prediction interval
-of coverage (n - 1) / (n + 1)); outside, it is an outlier and its test fails, saying so in words.
-Negative controls: a planted population where a claim fails in most members, a planted candidate
-far outside its siblings, and a member that did not form.
+candidate member. Every member is judged by the one judge first (formation included). A claim holds
+over the population when a one-sided exact binomial test on k of n members establishes that it holds
+in most of the population (``SPEC.population_min_rate``, at ``SPEC.population_alpha``); it fails only
+where the data exclude that, even counting every undecided member as holding; members that did not
+form are "not judged", left out of k and n, never a pass. A candidate is placed on t_induction,
+t_bos50, the F3 ratio and the F4 recall point: inside the reference members' range it passes;
+beyond all of them it is an outlier flag (skipped, with its rank and the chance an exchangeable
+member lands that far out), and it fails only where that chance, times the quantities compared,
+is below ``SPEC.population_outlier_alpha``; one event is counted once. Negative controls: a planted
+population where a claim fails in every member, a planted candidate beyond 160 siblings, and a
+member that did not form.
 """
 from __future__ import annotations
 
 import pytest
 
-from headwatch.claims.check import check_population_claim, report
-from headwatch.claims.population import QUANTITIES, judge_claim_over, judge_population, place, population_report
+from headwatch.claims.check import PYTEST_OUTCOME, check_population_claim, report
+from headwatch.claims.population import QUANTITIES, audit, judge_claim_over, judge_population, population_report
 from headwatch.claims.synthetic_population import (
-    F1_DEFECT, FORMATION_EXPECT, NEVER_FORMS, SIBLING_ONSETS, planted_population,
+    F1_DEFECT, FORMATION_EXPECT, MANY_SIBLING_ONSETS, NEVER_FORMS, SIBLING_ONSETS, planted_population,
 )
 from headwatch.claims.verdict import Status
-from headwatch.spec import CLAIMS, SPEC
+from headwatch.spec import CLAIMS
 
 
 @pytest.fixture(scope="session")
@@ -41,30 +44,38 @@ def test_claim_across_population(request, record_property, population, judged_po
 def test_candidate_within_population(record_property, population, candidate, judged_population, quantity):
     placement = judged_population.placements[candidate.id][quantity]
     report(record_property, f"placement_{quantity}", placement.to_dict())
-    if placement.status in (Status.NOT_JUDGED, Status.NOT_APPLICABLE):
-        pytest.skip(f"{placement.status.words}: {candidate.id} in {population.id}: {placement.message}")
-    assert not placement.outlier, f"{candidate.id} in {population.id}: {placement.message}"
+    if PYTEST_OUTCOME[placement.status] == "skip":  # an outlier flag, or nothing to compare: the reason says which
+        prefix = "" if placement.outlier else f"{placement.status.words}: "  # a flag's message starts "outlier (flag)"
+        pytest.skip(f"{prefix}{candidate.id} in {population.id}: {placement.message}")
+    assert placement.status is not Status.FAILS, f"{candidate.id} in {population.id}: {placement.message}"
 
 
 # ---- negative controls ------------------------------------------------------------------------
 
 
-def test_negative_control_claim_failing_in_most_members_fails():
-    """F1 fails in 4 of 5 planted members: the population's F1 fails (not "4 holds missing")."""
-    members = planted_population(SIBLING_ONSETS, defects={i: F1_DEFECT for i in range(4)})
+def test_negative_control_claim_failing_in_every_member_fails():
+    """F1 fails in 5 of 5 planted members: the data exclude "it holds in most" (P(0 of 5 | 0.5) = 1/32)."""
+    members = planted_population(SIBLING_ONSETS, defects={i: F1_DEFECT for i in range(5)})
     verdict = judge_claim_over("F1", members, "planted")
     assert verdict.status is Status.FAILS, verdict.message
-    assert (verdict.k, verdict.n) == (1, 5) and verdict.fails == ("seed0", "seed1", "seed2", "seed3")
-    assert "fails in most members (4 of 5 > 0.5)" in verdict.message
+    assert (verdict.k, verdict.n) == (0, 5) and verdict.fails == ("seed0", "seed1", "seed2", "seed3", "seed4")
+    assert "the data exclude it: 0 of 5 gives p = 0.0312 < 0.05" in verdict.message
 
 
-def test_negative_control_candidate_far_outside_is_an_outlier():
-    """Siblings form at 1e9-3e9 tokens, the candidate at 1e11: an outlier, said in words."""
-    members = planted_population(SIBLING_ONSETS + (5,), candidates=(5,))
-    p = place("t_induction", members[-1], members[:-1])
-    assert p.outlier and p.side == "above" and p.status is Status.FAILS, p.message
-    assert p.rank == (6, 6) and p.coverage == pytest.approx(4 / 6) and p.p_extreme == pytest.approx(1 / 6)
-    assert p.message.startswith("outlier: seed5's t_induction is 100B") and "67% prediction interval" in p.message
+def test_negative_control_candidate_beyond_160_siblings_fails_once():
+    """160 siblings form at 1e9-3e9 tokens, the candidate at 1e11: beyond every one on t_induction,
+    2 / 161 x 4 quantities = 0.0497 < 0.05: it fails there, and the F3 ratio and F4 recall point it
+    moves are the same event (flagged, counted once)."""
+    members = planted_population(MANY_SIBLING_ONSETS + (5,), candidates=(160,))
+    places = audit(members[-1], members[:-1])
+    t = places["t_induction"]
+    assert t.outlier and t.side == "above" and t.status is Status.FAILS, t.message
+    assert t.rank == (161, 161) and t.p_extreme == pytest.approx(2 / 161) and t.p_adjusted == pytest.approx(8 / 161)
+    assert t.message.startswith("outlier (fails): seed160's t_induction is 100B (20B, 100B], later than every one of the 160 ")
+    assert t.message.endswith("(2 of the 161 ranks) x 4 quantities compared = 0.0497 < alpha 0.05: it does not belong with them")
+    assert [places[q].same_event_as for q in ("F3_ratio", "F4_recall_point")] == ["t_induction", "t_induction"]
+    assert [places[q].status for q in QUANTITIES] == [Status.FAILS, Status.HOLDS, Status.CONSISTENT_NOT_ESTABLISHED,
+                                                      Status.CONSISTENT_NOT_ESTABLISHED]
 
 
 def test_negative_control_member_that_did_not_form_is_not_judged_never_a_pass():
@@ -83,13 +94,22 @@ def test_negative_control_member_that_did_not_form_is_not_judged_never_a_pass():
 
 def test_candidate_inside_its_siblings_passes():
     members = planted_population(SIBLING_ONSETS + (2,), candidates=(5,))
-    p = place("t_induction", members[-1], members[:-1])
+    p = audit(members[-1], members[:-1])["t_induction"]
     assert not p.outlier and p.status is Status.HOLDS and p.rank == (4, 6), p.message
 
 
-def test_all_of_five_is_consistent_not_established_and_six_establish():
-    """5 of 5 gives [0.478, 1]: below the bar; 6 of 6 gives [0.541, 1]: established."""
+def test_candidate_beyond_five_siblings_is_a_flag_not_a_failure():
+    """The same late candidate against 5 siblings: rank 6 of 6, p = 2/6 (x 4 quantities: 1): a flag."""
+    members = planted_population(SIBLING_ONSETS + (5,), candidates=(5,))
+    p = audit(members[-1], members[:-1])["t_induction"]
+    assert p.outlier and p.status is Status.CONSISTENT_NOT_ESTABLISHED and p.flag == "outlier (flag)", p.message
+    assert p.p_extreme == pytest.approx(1 / 3) and "fails from 160 members on" in p.message
+
+
+def test_all_of_five_establish_a_claim_and_four_do_not():
+    """One-sided: 5 of 5 gives P(5 of 5 | 0.5) = 1/32 < 0.05, established; 4 of 4 (1/16) is not."""
     five = judge_claim_over("F1", planted_population(SIBLING_ONSETS))
-    six = judge_claim_over("F1", planted_population(SIBLING_ONSETS + (1,)))
-    assert five.status is Status.CONSISTENT_NOT_ESTABLISHED and "6 would" in five.message, five.message
-    assert six.status is Status.HOLDS and six.interval[0] >= SPEC.population_min_rate, six.message
+    four = judge_claim_over("F1", planted_population(SIBLING_ONSETS[:4]))
+    assert five.status is Status.HOLDS and five.p_holds == pytest.approx(1 / 32), five.message
+    assert four.status is Status.CONSISTENT_NOT_ESTABLISHED and "4 members cannot establish it even if all hold: " \
+        "5 would" in four.message, four.message

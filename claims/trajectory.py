@@ -16,7 +16,7 @@ from headwatch.probes.participation import is_elevated
 from headwatch.probes.record import MeasurementRecord, TaskMetrics, parse_head_key
 from headwatch.probes.selectivity import bos_fraction, bos_heads, induction_circuit
 from headwatch.spec import SPEC
-from headwatch.stats import count_from_rate, fisher_less, nested_draw_probability
+from headwatch.stats import count_from_rate, fisher_less, nested_draw_probability, ratio_below
 from headwatch.validation import InputError
 
 
@@ -181,10 +181,12 @@ def induction_bos_separation(
     induction_threshold: float = SPEC.induction,
     bos_level: float = SPEC.bos_level,
     bos_threshold: float = SPEC.bos,
+    bos: Milestone | None = None,
 ) -> SeparationResult:
-    """Both milestones and their ratio in tokens (docs/SPEC.md §5, F3)."""
+    """Both milestones and their ratio in tokens (docs/SPEC.md §5, F3); ``bos``: t_bos50 already
+    found with these settings (F3's sensitivity re-reads only t_induction)."""
     ind = t_induction(records, min_heads, induction_threshold)
-    bos = t_bos50(records, bos_level, bos_threshold)
+    bos = bos if bos is not None else t_bos50(records, bos_level, bos_threshold)
     ratio = None
     if ind.tokens is not None and bos.tokens is not None and ind.tokens > 0:
         ratio = bos.tokens / ind.tokens
@@ -480,13 +482,16 @@ class F5Null:
 
     ``at_or_before``: SPEC's level rule (elevated at or before the crossing: what F5 asserts);
     ``before``: elevated strictly before the crossing; ``rise``: the rise rule, over the heads that
-    cross after the first revision (None: none does).
+    cross after the first revision (None: none does). ``layer_matched``: the level rule's null with
+    each random head drawn from its final head's layer (distinct heads; layers differ in how early
+    their PR rises, so this null asks whether the final heads stand out within their own layers).
     """
 
     n_heads: int
     at_or_before: float
     before: float
     rise: float | None
+    layer_matched: float = 1.0
 
 
 def f5_null(records: Sequence[MeasurementRecord], leads: Sequence[HeadLead],
@@ -495,7 +500,8 @@ def f5_null(records: Sequence[MeasurementRecord], leads: Sequence[HeadLead],
     """:class:`F5Null` for the final heads ``leads`` (None: no head crosses). Every record needs ``pr``."""
     recs = by_tokens(records)
     heads = list(recs[0].pr)  # type: ignore[arg-type]
-    crossings = [l.crossed.index for l in leads if l.crossed is not None]
+    crossed = [l for l in leads if l.crossed is not None]
+    crossings = [l.crossed.index for l in crossed]  # type: ignore[union-attr]
     if not crossings:
         return None
     series = {h: [float(r.pr[h]) for r in recs] for h in heads}  # type: ignore[index]
@@ -504,10 +510,21 @@ def f5_null(records: Sequence[MeasurementRecord], leads: Sequence[HeadLead],
     def p(sizes: list[int]) -> float:
         return float(nested_draw_probability(sizes, n))
 
-    at = p([len(elevated_by(recs, i, fraction)) for i in crossings])
+    elevated = {i: elevated_by(recs, i, fraction) for i in set(crossings)}
+    at = p([len(elevated[i]) for i in crossings])
     before = p([len(elevated_by(recs, i - 1, fraction)) for i in crossings])
     rising = [sum(bool(rises_by(series[h], i, rise_fraction)) for h in heads) for i in crossings if i >= 1]
-    return F5Null(n, at, before, p(rising) if rising else None)
+    # layer-matched: within each layer the sets are nested too, and draws in different layers are independent
+    layer_of = {h: parse_head_key(h)[0] for h in heads}
+    by_layer: dict[int, list[int]] = {}
+    for l, i in zip(crossed, crossings):
+        by_layer.setdefault(layer_of[l.head], []).append(i)
+    layer_p = 1.0
+    for layer, indices in by_layer.items():
+        members = [h for h in heads if layer_of[h] == layer]
+        sizes = [sum(layer_of[h] == layer for h in elevated[i]) for i in indices]
+        layer_p *= float(nested_draw_probability(sizes, len(members)))
+    return F5Null(n, at, before, p(rising) if rising else None, layer_p)
 
 
 # ---- causal check ---------------------------------------------------------------------------
@@ -543,9 +560,10 @@ class AblationVerdict:
     """Top-1 with the circuit ablated vs baseline and vs the matched-random control.
 
     The point rules (``cuts_enough``: circuit top-1 <= max_share x baseline; ``below_random``:
-    circuit top-1 < random top-1) and the exact tests on the counts (one-sided Fisher,
-    ``p_vs_random`` and ``p_vs_baseline``; None where counts are unknown). ``beats_random`` and
-    ``below_baseline`` need p < alpha.
+    circuit top-1 < random top-1) and the exact tests on the counts (None where counts are unknown):
+    ``p_vs_random`` (one-sided Fisher, circuit below random) and ``p_vs_bar`` (circuit below
+    max_share x baseline: :func:`headwatch.stats.ratio_below`). ``beats_random`` and ``meets_bar``
+    need p < alpha: the bar is established, not only met at the point estimate.
     """
 
     baseline_top1: float
@@ -577,9 +595,10 @@ class AblationVerdict:
         return None if c is None or r is None else fisher_less(c.k, c.n, r.k, r.n)
 
     @property
-    def p_vs_baseline(self) -> float | None:
+    def p_vs_bar(self) -> float | None:
+        """Exact one-sided p against "circuit top-1 >= max_share x baseline" (small: the cut is established)."""
         c, b = self.circuit_count, self.baseline_count
-        return None if c is None or b is None else fisher_less(c.k, c.n, b.k, b.n)
+        return None if c is None or b is None else ratio_below(c.k, c.n, b.k, b.n, self.max_share)
 
     @property
     def beats_random(self) -> bool:
@@ -589,14 +608,15 @@ class AblationVerdict:
         return p is not None and p < self.alpha
 
     @property
-    def below_baseline(self) -> bool:
-        p = self.p_vs_baseline
+    def meets_bar(self) -> bool:
+        """The exact test of the bar: circuit top-1 below max_share x baseline with p < alpha."""
+        p = self.p_vs_bar
         return p is not None and p < self.alpha
 
     @property
     def holds(self) -> bool:
         """Both point rules and both exact tests."""
-        return self.cuts_enough and self.beats_random and self.below_baseline
+        return self.cuts_enough and self.beats_random and self.meets_bar
 
 
 def ablation_verdict(record: MeasurementRecord, max_share: float = SPEC.ablation_max_share,

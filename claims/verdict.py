@@ -349,6 +349,9 @@ class F5Details:
     rise_holds: bool | None = None
     #: the rise rule's null probability (reported, not asserted)
     rise_null_p: float | None = None
+    #: the level rule's null with each random head drawn from its final head's layer (reported beside
+    #: ``null_p``, not asserted)
+    null_p_layer: float | None = None
 
 
 @dataclass(frozen=True)
@@ -373,9 +376,10 @@ class CausalDetails:
     circuit_count: tuple[int, int] | None = None
     random_count: tuple[int, int] | None = None
     counts_reconstructed: bool = False
-    #: one-sided Fisher exact p-values: circuit top-1 below matched random / below baseline
+    #: one-sided exact p-values: circuit top-1 below matched random (Fisher) / below max_share x
+    #: baseline (the bar: headwatch.stats.ratio_below)
     p_vs_random: float | None = None
-    p_vs_baseline: float | None = None
+    p_vs_bar: float | None = None
     alpha: float | None = None
     #: exact (Clopper-Pearson) intervals of the three top-1 rates, where the record carries counts
     top1_intervals: Mapping[str, tuple[float, float]] = field(default_factory=dict)

@@ -22,6 +22,7 @@ Imports only the standard library (the CLI checks paths before it imports torch)
 from __future__ import annotations
 
 import errno
+import itertools
 import json
 import os
 import re
@@ -278,20 +279,23 @@ def read_bounded(path: str | os.PathLike, what: str, limit: int | None = None) -
 
 
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
-_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_NOT_SYNTAX = bytes(b for b in range(256) if b not in b'[]{}"')
+_STRINGS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')  # a JSON string, the loop unrolled (twice as fast)
+_PLAIN_STRINGS = re.compile(rb'"[^"]*"')
+_STEP = [1 if b in b"[{" else -1 for b in range(256)]
 
 
 def nesting_depth(text: str | bytes) -> int:
     """How deep ``[`` / ``{`` nest in JSON (or TOML) text, strings skipped; linear time, no recursion."""
     data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
-    depth = deepest = 0
-    for c in _STRINGS.sub(b"", data).translate(None, _NOT_BRACKETS):
-        if c in b"[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        else:
-            depth -= 1
-    return deepest
+    if b"\\" not in data:
+        # No escapes: a string is exactly "...", so dropping every byte but quotes and brackets first
+        # changes nothing the string pattern sees, and leaves it a twentieth of a record to scan.
+        brackets = _PLAIN_STRINGS.sub(b"", data.translate(None, _NOT_SYNTAX)).translate(None, _NOT_BRACKETS)
+    else:
+        brackets = _STRINGS.sub(b"", data).translate(None, _NOT_BRACKETS)
+    # the deepest prefix sum of +1 per opening bracket, -1 per closing one (0 for none)
+    return max(0, max(itertools.accumulate(map(_STEP.__getitem__, brackets)), default=0))
 
 
 def check_depth(text: str | bytes, where: str, limit: int = MAX_JSON_DEPTH) -> None:

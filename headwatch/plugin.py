@@ -430,9 +430,9 @@ def candidate(population):  # replaced by parametrisation; depends on population
 
 @pytest.fixture(scope="session")
 def population_records(pytestconfig: pytest.Config, population):
-    """Member id -> that member's records (sorted by tokens), for every member of the population."""
-    provider = state(pytestconfig).provider
-    return {m.id: provider.model_records(m) for m in population.members}
+    """Member id -> that member's records (sorted by tokens), for every member of the population; each
+    read when asked (a population of thousands of full-size records is judged one member at a time)."""
+    return state(pytestconfig).provider.records_of(population.members)
 
 
 @pytest.fixture(scope="session")

@@ -36,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
+import math
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -102,6 +103,13 @@ def from_data(tp: Any, value: Any, where: str, rule: Rule | None = None, *, unkn
     meta = meta or {}
     if rule is None:
         rule = meta.get("rule")
+    if not _FAST_BLOCKERS.intersection(meta):
+        fast = _fast_converter(tp, rule)
+        if fast is not None:  # the common shapes, decided without building a path per value (a record has ~10^4)
+            try:
+                return fast(value)
+            except _NotFast:  # something the fast path does not accept as is: the exact path names it below
+                pass
     out = _convert(tp, value, where, rule, unknown, meta)
     check = meta.get("check")
     return check(out, where) if check is not None else out
@@ -109,6 +117,200 @@ def from_data(tp: Any, value: Any, where: str, rule: Rule | None = None, *, unkn
 
 _BASE_RULES: dict[type, Rule] = {int: Rule(int, "an integer"), float: Rule(float, "a finite number"),
                                   str: Rule(str, "a string"), bool: Rule(bool, "true or false")}
+
+
+#: Metadata the fast path does not apply (choices, bounds, a further check): such a field takes the exact path.
+_FAST_BLOCKERS = frozenset({"choices", "min", "max", "check"})
+
+
+class _NotFast(InputError):
+    """The fast path met a value it does not accept as is; :func:`from_data`'s exact path decides."""
+
+
+def _fast_leaf(kind: type, rule: Rule | None) -> Callable[[Any], Any] | None:
+    """A leaf converter accepting exactly the values ``_BASE_RULES[kind]`` then ``rule`` accept (finite
+    floats, ints as floats, plain ints and strings within the rule's bounds); None for anything else."""
+    if rule is not None and (rule.kind is not kind or (rule.choices and kind is not str)):
+        return None
+    lo, hi, above = (rule.min, rule.max, rule.above) if rule is not None else (None, None, False)
+    choices = rule.choices if rule is not None else ()
+    isfinite = math.isfinite
+
+    def bounded(x: Any) -> Any:
+        if (lo is not None and (x <= lo if above else x < lo)) or (hi is not None and x > hi):
+            raise _NotFast
+        return x
+
+    if kind is float:
+        def leaf(v: Any) -> Any:
+            t = type(v)
+            if t is not float and t is not int:
+                raise _NotFast
+            x = float(v)
+            if not isfinite(x):
+                raise _NotFast
+            return bounded(x)
+    elif kind is int:
+        def leaf(v: Any) -> Any:
+            if type(v) is not int:
+                raise _NotFast
+            return bounded(v)
+    elif kind is str:
+        def leaf(v: Any) -> Any:
+            if type(v) is not str or (choices and v not in choices):
+                raise _NotFast
+            return v
+    else:
+        return None
+    return leaf
+
+
+def _all_str(mapping: Mapping) -> bool:
+    return set(map(type, mapping)) <= {str}
+
+
+def _all_float(values: Any) -> bool:
+    return set(map(type, values)) <= {float}
+
+
+def _bulk_floats(rule: Rule | None) -> Callable[[Any], bool] | None:
+    """A check of many numbers at once, True only where every one passes ``_BASE_RULES[float]`` then
+    ``rule``: ints or floats (never bools), finite (their sum is: a NaN or an infinity makes it not),
+    within the rule's bounds. False sends the values to the exact path, which names the bad one."""
+    if rule is not None and (rule.kind is not float or rule.choices):
+        return None
+    lo, hi, above = (rule.min, rule.max, rule.above) if rule is not None else (None, None, False)
+
+    def ok(values: Any) -> bool:
+        values = list(values)
+        if not values:
+            return True
+        if not set(map(type, values)) <= {float, int}:
+            return False
+        try:
+            if not math.isfinite(sum(values)):
+                return False
+        except OverflowError:  # an int too large for a float
+            return False
+        if lo is not None and (min(values) <= lo if above else min(values) < lo):
+            return False
+        return hi is None or max(values) <= hi
+    return ok
+
+
+def _float_tuple(tp: Any) -> tuple[bool, int | None]:
+    """(whether ``tp`` is a tuple of floats, its fixed length or None for ``tuple[float, ...]``)."""
+    args = typing.get_args(tp)
+    if typing.get_origin(tp) is not tuple or not args:
+        return False, None
+    if args[-1] is Ellipsis:
+        return args[:-1] == (float,), None
+    return set(args) == {float}, len(args)
+
+
+def _lengths_ok(items: Any, length: int | None) -> bool:
+    return length is None or all(len(b) == length for b in items)
+
+
+def _nested_bulk(inner_tp: Any, rule: Rule | None) -> Callable[[Any], Any] | None:
+    """For ``dict[str, dict[str, float]]`` (a record's selectivities) and ``dict[str, dict[str, tuple[float,
+    ...]]]`` (their intervals): every number of every head checked in one bulk pass, the result built
+    in one comprehension (no call per head: a record has hundreds)."""
+    if typing.get_origin(inner_tp) not in (dict, Mapping) or typing.get_args(inner_tp)[:1] != (str,):
+        return None
+    leaf_tp = typing.get_args(inner_tp)[1]
+    pairs, length = _float_tuple(leaf_tp)
+    bulk = _bulk_floats(rule) if leaf_tp is float or pairs else None
+    if bulk is None:
+        return None
+
+    def nested(v: Any) -> dict:
+        if type(v) is not dict or not _all_str(v) or not set(map(type, v.values())) <= {dict}:
+            raise _NotFast
+        if not all(_all_str(d) for d in v.values()):
+            raise _NotFast
+        leaves = [x for d in v.values() for x in d.values()]
+        if pairs:
+            if not set(map(type, leaves)) <= {list, tuple} or not _lengths_ok(leaves, length):
+                raise _NotFast
+            leaves = [x for b in leaves for x in b]
+        if not bulk(leaves):
+            raise _NotFast
+        exact = _all_float(leaves)
+        if pairs:
+            return {k: {c: tuple(b) if exact else tuple(map(float, b)) for c, b in d.items()} for k, d in v.items()}
+        return {k: dict(d) if exact else {c: float(x) for c, x in d.items()} for k, d in v.items()}
+    return nested
+
+
+@functools.lru_cache(maxsize=None)
+def _fast_converter(tp: Any, rule: Rule | None) -> Callable[[Any], Any] | None:
+    """A converter giving what :func:`from_data` gives for the shapes records are made of (leaves,
+    ``X | None``, ``dict[str, X]``, lists and tuples of X), raising :class:`_NotFast` on any value it
+    does not accept as is; None for other types (dataclasses: their fields get converters of their own)."""
+    if tp in _BASE_RULES:
+        return _fast_leaf(tp, rule)
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        options = [o for o in args if o is not type(None)]
+        inner = _fast_converter(options[0], rule) if len(options) == 1 and len(args) == 2 else None
+        if inner is None:
+            return None
+        return lambda v: None if v is None else inner(v)
+    if origin in (dict, Mapping) and args and args[0] is str:
+        bulk = _bulk_floats(rule) if args[1] is float else None
+        if bulk is not None:  # dict[str, float]: a head's selectivities, PR, sink attention
+            def floats(v: Any) -> dict:
+                if type(v) is not dict or not bulk(v.values()) or not _all_str(v):
+                    raise _NotFast
+                return dict(v) if _all_float(v.values()) else {k: float(x) for k, x in v.items()}
+            return floats
+        is_pair, length = _float_tuple(args[1])
+        pair = _bulk_floats(rule) if is_pair else None
+        if pair is not None:  # dict[str, tuple[float, ...]]: a head's intervals
+            def tuples(v: Any) -> dict:
+                if type(v) is not dict or not _all_str(v) or not all(type(b) is list or type(b) is tuple for b in v.values()):
+                    raise _NotFast
+                if not _lengths_ok(v.values(), length):
+                    raise _NotFast
+                flat = [x for b in v.values() for x in b]
+                if not pair(flat):
+                    raise _NotFast
+                return {k: tuple(map(float, b)) for k, b in v.items()}
+            return tuples
+        nested = _nested_bulk(args[1], rule)
+        if nested is not None:  # dict[str, dict[str, float | tuple[float, ...]]]: a whole record's table at once
+            return nested
+        inner = _fast_converter(args[1], rule)
+        if inner is None:
+            return None
+
+        def mapping(v: Any) -> dict:
+            if type(v) is not dict:
+                raise _NotFast
+            out = {}
+            for k, x in v.items():
+                if type(k) is not str:
+                    raise _NotFast
+                out[k] = inner(x)
+            return out
+        return mapping
+    if origin in (list, tuple) and args:
+        # a fixed-length tuple (tuple[float, float]) only where its items share one type; its length is checked
+        length = None if origin is list or args[-1] is Ellipsis else len(args)
+        if length is not None and len(set(args)) != 1:
+            return None
+        inner = _fast_converter(args[0], rule)
+        if inner is None:
+            return None
+        make = tuple if origin is tuple else list
+
+        def sequence(v: Any) -> Any:
+            if (type(v) is not list and type(v) is not tuple) or (length is not None and len(v) != length):
+                raise _NotFast
+            return make([inner(x) for x in v])
+        return sequence
+    return None
 
 
 def _convert(tp: Any, value: Any, where: str, rule: Rule | None, unknown: str, meta: Mapping[str, Any]) -> Any:

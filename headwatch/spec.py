@@ -70,10 +70,18 @@ class Thresholds:
     #: probability that as many randomly drawn heads would ALL pass the level rule against the
     #: final heads' crossing revisions is below this (an exact probability: docs/statistics.md).
     f5_null_alpha: float = 0.05
-    #: [population, issue 24] a claim "holds in most members" of a population: established when the
-    #: exact (Clopper-Pearson) lower bound of the share of reference members where it holds is >=
-    #: this; it fails when the share where it fails exceeds 1 - this (docs/statistics.md).
+    #: [population, issue 24] a claim over a population is "it holds in more than this share of the
+    #: population the seeds are drawn from" (most members; docs/statistics.md) ...
     population_min_rate: float = 0.5
+    #: ... judged by one-sided exact binomial tests on k of n members at this alpha: established
+    #: ("holds") where a share <= population_min_rate is rejected; "fails" only where the data
+    #: exclude the claim (a share >= population_min_rate rejected even with every undecided member
+    #: counted as holding); otherwise consistent, not established.
+    population_alpha: float = 0.05
+    #: [population] a candidate outside the range of its reference members is an outlier flag; it
+    #: fails only where the chance that an exchangeable member lands at least that far out (either
+    #: side), times the number of quantities compared (Bonferroni), is below this.
+    population_outlier_alpha: float = 0.05
     #: [intervals] level of every interval a record or verdict carries.
     interval_level: float = 0.95
     #: [intervals] bootstrap resamples over examples (selectivities, BOS fraction, induction heads).

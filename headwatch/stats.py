@@ -5,6 +5,10 @@ top-1 counts. Each function states its method; the level defaults to SPEC's inte
 
 - :func:`clopper_pearson`: exact binomial interval of a rate (task top-1, ablation top-1).
 - :func:`fisher_less`: one-sided Fisher exact test that one rate is below another (the causal check).
+- :func:`ratio_below`: one-sided exact test that one rate is below a given share of another (the
+  causal check's "<= 25% of baseline" bar).
+- :func:`binomial_at_least` / :func:`binomial_at_most`: exact binomial tails (a claim over a
+  population's members: does it hold in most of them, or do the data exclude that?).
 - :func:`bootstrap_weights` / :func:`percentile_interval`: the seeded bootstrap over examples that
   the probes use for ratio-of-means selectivities and the head counts built on them.
 - :func:`count_from_rate`: a count back from a rate over a known N (published files give rates).
@@ -26,6 +30,8 @@ from headwatch.spec import SPEC
 CLOPPER_PEARSON = "Clopper-Pearson exact binomial"
 BOOTSTRAP = "percentile bootstrap over examples"
 FISHER = "one-sided Fisher exact test on top-1 counts"
+RATIO_TEST = "one-sided exact conditional binomial test of the ratio of two top-1 counts"
+BINOMIAL_TEST = "one-sided exact binomial test"
 NESTED_DRAW = "exact probability that as many distinct random heads all pass"
 NO_INTERVAL_PUBLISHED = "no interval: published means"
 REVISION_GRID = "revision grid (last revision before, first revision at)"
@@ -53,6 +59,36 @@ def fisher_less(k1: int, n1: int, k2: int, n2: int) -> float:
             raise ValueError(f"a binomial count needs 0 <= k <= n and n > 0, got k={k}, n={n}")
     table = [[k1, n1 - k1], [k2, n2 - k2]]
     return float(_scipy_stats.fisher_exact(table, alternative="less").pvalue)
+
+
+def ratio_below(k1: int, n1: int, k2: int, n2: int, ratio: float) -> float:
+    """One-sided exact p-value against "rate k1/n1 is at least ``ratio`` x rate k2/n2".
+
+    Small p establishes rate1 < ratio x rate2 (the causal bar: circuit top-1 below 25% of baseline).
+    Conditional on the total k1 + k2, k1 is binomial with success probability
+    ratio x n1 / (ratio x n1 + n2) at the boundary of the null (exact for counts of rare events,
+    the Poisson model); p = P(X <= k1). For two binomial counts the conditional law is tighter
+    than that binomial (fewer than n1 + n2 trials are possible), which makes the test conservative:
+    tests/test_stats.py computes its exact size over the baseline rate for N = 2000 (below alpha).
+    Example: 1 of 2000 against 20 of 2000 at ratio 0.25: P(Bin(21, 0.2) <= 1) = 0.0576.
+    """
+    for k, n in ((k1, n1), (k2, n2)):
+        if n <= 0 or not 0 <= k <= n:
+            raise ValueError(f"a binomial count needs 0 <= k <= n and n > 0, got k={k}, n={n}")
+    if not 0 < ratio:
+        raise ValueError(f"a rate ratio needs ratio > 0, got {ratio!r}")
+    share = ratio * n1 / (ratio * n1 + n2)
+    return float(_scipy_stats.binom.cdf(k1, k1 + k2, share))
+
+
+def binomial_at_least(k: int, n: int, p: float) -> float:
+    """P(X >= k) for X ~ Binomial(n, p): the one-sided p-value of k successes against a rate <= p."""
+    return float(_scipy_stats.binom.sf(k - 1, n, p))
+
+
+def binomial_at_most(k: int, n: int, p: float) -> float:
+    """P(X <= k) for X ~ Binomial(n, p): the one-sided p-value of k successes against a rate >= p."""
+    return float(_scipy_stats.binom.cdf(k, n, p))
 
 
 def count_from_rate(rate: float, n: int, *, tolerance: float = 1e-3) -> int:

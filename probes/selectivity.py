@@ -8,13 +8,16 @@ equally on fresh measurements and on the author's published files.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from headwatch.spec import SPEC
 
 from .record import HEAD_CLASSES, UNCLASSIFIED
+
+if TYPE_CHECKING:
+    import torch
 
 SelectivityTable = Mapping[str, Mapping[str, float]]
 
@@ -58,6 +61,8 @@ class SelectivityAccumulator:
     """
 
     def __init__(self, n_layers: int, n_heads: int, seq_len: int, baseline: np.ndarray, keep_examples: bool = False):
+        import torch  # deferred here and below: the judge reads head sets from this module without torch
+
         self.n_layers, self.n_heads, self.seq_len = n_layers, n_heads, seq_len
         self.baseline = torch.as_tensor(baseline, dtype=torch.long)
         T = seq_len
@@ -82,6 +87,8 @@ class SelectivityAccumulator:
         ab: [B] position of the first ``a``; ``b`` sits at ab+1.
         valid: [B] bool, examples whose induction/duplicate targets count.
         """
+        import torch
+
         rows = rows.to(torch.float64)
         B = rows.shape[0]
         per_example = {}  # class -> [B, L, H]
@@ -108,6 +115,8 @@ class SelectivityAccumulator:
         HEAD_CLASSES order, baseline attention [N, L, H], valid [N] bool)."""
         if not self._examples:
             raise ValueError("no per-example attention kept: build the accumulator with keep_examples=True")
+        import torch
+
         values, baseline, valid = zip(*self._examples)
         return torch.cat(values).numpy(), torch.cat(baseline).numpy(), torch.cat(valid).numpy()
 

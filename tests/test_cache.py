@@ -331,9 +331,18 @@ def test_offline_measurement_whose_checkpoint_is_gone(tmp_path, monkeypatch):
     opts = ProviderOptions(cache_dir=tmp_path / "c", device="cpu", progress=False)
     measured = Provider(opts).model_records(pm)
     shutil.rmtree(hub)
-    with pytest.warns(UserWarning, match=r"gone@step\d: checkpoint not resolvable.*without checking its commit"):
-        again = Provider(opts).model_records(pm)
+    provider = Provider(opts)
+    with pytest.warns(UserWarning, match=r"gone@step\d: checkpoint not resolvable.*without checking its commit") as caught:
+        again = provider.model_records(pm)
+        provider.revision_record(pm, "step5")  # read again (a per-revision test): no second warning
     assert [r.to_dict() for r in again] == [r.to_dict() for r in measured]
+    # one warning per model, not per revision (an evicted PolyPythia audit read 7,854 revisions: issue 33),
+    # and it does not tell the user to download what may have been evicted on purpose
+    assert len([w for w in caught if "not resolvable" in str(w.message)]) == 1
+    assert "hf download" not in str(caught[0].message) and "one warning per model" in str(caught[0].message)
+    assert [w for w in provider.run.warnings if w.startswith("gone:")] == [
+        "gone: 2 revision(s) read from the cache without checking their commits (step0, step5): checkpoint not "
+        f"resolvable ('tiny-org/gone' is not in the local Hub cache at {hub} and HF_HUB_OFFLINE is set)"]
     with pytest.raises(loading.NotInCache, match="hf download"):  # nothing measured at these settings
         Provider(replace(opts, n_examples=4)).model_records(pm)
 

@@ -79,10 +79,10 @@ def test_exit_codes_of_the_cli(case, tmp_path, headwatch_cli, monkeypatch, local
     if case == "crash":  # a bug in headwatch, anywhere below the command: exit 3, the traceback, a plea
         import headwatch.cli.judge as judge_cli
 
-        def boom(args):
+        def boom(*args):
             raise RuntimeError("a bug planted by the test")
 
-        monkeypatch.setattr(judge_cli, "_records", boom)
+        monkeypatch.setattr(judge_cli, "_populations", boom)
     (tmp_path / "afile").write_text("x")
     argv, code, says = {
         "no command": ([], 2, "required"),

@@ -42,6 +42,7 @@ DEFECTS: dict[tuple[str, str, str], str] = {
     ("headwatch/paths.py", "default_cache_dir", "ValueError"): "kind is one of headwatch's constants",
     ("headwatch/stats.py", "clopper_pearson", "ValueError"): "counts computed by headwatch from validated records",
     ("headwatch/stats.py", "fisher_less", "ValueError"): "counts computed by headwatch from validated records",
+    ("headwatch/stats.py", "ratio_below", "ValueError"): "counts from validated records; the ratio is SPEC's",
     ("headwatch/stats.py", "count_from_rate", "ValueError"): "its one caller with user data (claims/trajectory.py:"
                                                            "top1_count) turns it into an InputError",
     ("headwatch/stats.py", "bootstrap_weights", "ValueError"): "sizes from a validated ProbeSettings",

@@ -16,10 +16,12 @@ import pytest
 
 import headwatch.claims.judge  # noqa: F401  (scipy once per process; see test_claim_tests_on_planted.py)
 from headwatch.claims.population import (
-    judge_claim_over, leave_one_out, place, population_report, population_table, spread,
+    GridValue, Member, judge_claim_over, leave_one_out, place, population_report, population_table, spread,
 )
 from headwatch.claims.synthetic import HEALTHY_EXPECT
-from headwatch.claims.synthetic_population import F1_DEFECT, SIBLING_ONSETS, member_records, planted_population
+from headwatch.claims.synthetic_population import (
+    CAUSAL_UNDECIDED, F1_DEFECT, MANY_SIBLING_ONSETS, SIBLING_ONSETS, member_records, planted_population,
+)
 from headwatch.claims.verdict import Status
 from headwatch.fixtures.panels import (
     PanelError, default_panels, load_panel, parse_panel, populations, select, select_seeds,
@@ -27,7 +29,8 @@ from headwatch.fixtures.panels import (
 from headwatch.validation import InputError, seed_list
 
 pytest_plugins = ["pytester"]
-CLAIMS_DIR = Path(__file__).resolve().parent.parent / "claims"
+ROOT = Path(__file__).resolve().parent.parent
+CLAIMS_DIR = ROOT / "claims"
 
 
 def parse(text: str):
@@ -162,7 +165,8 @@ def test_spread_shows_censored_members_as_bounds():
     members = planted_population((1, 2))
     members += planted_population((1,), defects={0: {"bos_fractions": (0.0,) * 7}}, prefix="late")
     s = spread("t_bos50", members)
-    assert s.high_censored and "> 1T" in s.text() and s.values["late0"].censored_above == 1e12
+    assert s.censored == ("late0",) and s.values["late0"].censored_above == 1e12
+    assert s.text() == "median 100B, range [100B, > 1T] over 3 members (1 censored: known only to exceed a bound)"
     p = place("t_bos50", members[-1], members[:-1])
     assert p.outlier and p.side == "above" and "not reached by the final revision" in p.message
 
@@ -172,9 +176,98 @@ def test_a_milestone_no_member_reaches_is_bounds_only_and_not_compared():
     leave-one-out has nothing to compare (not "0 of n inside")."""
     members = planted_population((1, 2, 1), defects={i: {"bos_fractions": (0.0,) * 7} for i in range(3)})
     s = spread("t_bos50", members)
-    assert s.low_censored and s.high_censored and "range [> 1T, > 1T]" in s.text()
+    assert s.median.text(lambda x: f"{x:g}") == "> 1e+12" and "range [> 1T, > 1T]" in s.text()
     loo = leave_one_out("t_bos50", members)
     assert loo.inside == loo.outside == () and len(loo.not_compared) == 3 and "nothing to compare" in loo.text()
+
+
+# ---- interval-censored ranking (issue 33): a censored F3 ratio is a bound that varies per member -------
+
+
+def _member(mid: str, ratio: float | None = None, above: float | None = None, role: str = "reference") -> Member:
+    """A member whose F3 ratio is ``ratio`` or known only to exceed ``above`` (other quantities undefined)."""
+    none = GridValue(None, undefined="not planted")
+    return Member(mid, role, None, {}, {"t_induction": none, "t_bos50": none, "F4_recall_point": none,
+                                        "F3_ratio": GridValue(ratio, None, censored_above=above)})
+
+
+def test_a_censored_ratio_is_ranked_as_an_interval_not_as_infinity():
+    """A candidate whose ratio is known only to exceed 10x, against members at 33.3x and 100x: it
+    may lie below, between or above them (rank 1-3 of 3), not "larger than every member"."""
+    ref = [_member("a", 33.3), _member("b", 100.0)]
+    p = place("F3_ratio", _member("c", above=10.0, role="candidate"), ref)
+    assert not p.outlier and p.status is Status.HOLDS and p.rank == (1, 3) and p.overlapping == 2, p.message
+    assert "2 either way (censored)" in p.message
+    # a bound beyond every reached value is surely larger: "> 150x" against 33.3x and 100x
+    q = place("F3_ratio", _member("d", above=150.0, role="candidate"), ref)
+    assert q.outlier and q.side == "above" and q.rank == (3, 3)
+
+
+def test_a_censored_range_and_median_print_what_is_known_without_contradiction():
+    """Members at 33.3x and 100x and one known only to exceed 10x: the smallest lies in (10x, 33.3x],
+    the largest is at least 100x, the median between 33.3x and 100x (no "range [33.3x, > 10x]")."""
+    s = spread("F3_ratio", [_member("a", 33.3), _member("b", 100.0), _member("c", above=10.0)])
+    assert s.range_text() == "[(10x, 33.3x], >= 100x]" and s.median.text(str) == "[33.3, 100.0]"
+    assert s.text().startswith("median in [33.3x, 100x], range [(10x, 33.3x], >= 100x] over 3 members (1 censored")
+    # two members censored above one reached value: the median is the bound known, "> 5x"
+    t = spread("F3_ratio", [_member("a", 3.0), _member("b", above=5.0), _member("c", above=6.0)])
+    assert t.median.text(str) == "> 5.0" and t.range_text() == "[3x, > 6x]"
+    # even counts: the median is the mean of the middle two where known
+    u = spread("F3_ratio", [_member("a", 2.0), _member("b", 4.0), _member("c", 6.0), _member("d", above=1.0)])
+    assert u.median.text(str) == "[3.0, 5.0]"  # the middle two lie in [2, 4] and [4, 6] at the extremes
+
+
+def test_leave_one_out_ranks_censored_members_as_intervals():
+    """Ratios 20x, 30x, 40x and one known only to exceed 5x: that one may lie anywhere, so no member
+    is beyond all the others (ranked as +infinity, it and 20x would both be "outside"). With the
+    bound at 50x instead, it is surely the largest, and 20x surely the smallest of the others."""
+    loose = leave_one_out("F3_ratio", [_member("a", 20.0), _member("b", 30.0), _member("c", 40.0), _member("d", above=5.0)])
+    assert loose.inside == ("a", "b", "c", "d") and loose.outside == (), loose.text()
+    tight = leave_one_out("F3_ratio", [_member("a", 20.0), _member("b", 30.0), _member("c", 40.0), _member("d", above=50.0)])
+    assert tight.outside == ("a", "d") and tight.inside == ("b", "c"), tight.text()
+
+
+def test_f3_quantities_are_not_judged_where_f3_does_not_apply():
+    """Off DCLM (dclm = false) F3 does not apply: the F3 ratio has no spread and is never placed, so a
+    late circuit is not counted against a claim the population does not make."""
+    off = dataclasses.replace(HEALTHY_EXPECT, dclm=False)
+    members = planted_population(SIBLING_ONSETS + (5,), candidates=(5,), expect=off)
+    report = population_report("planted", members)
+    assert report.claims["F3"].status is Status.NOT_APPLICABLE
+    assert report.spreads["F3_ratio"].text() == "not judged: F3 applies to no member"
+    places = report.placements["seed5"]
+    assert places["F3_ratio"].status is Status.NOT_APPLICABLE and "F3 does not apply to seed5" in places["F3_ratio"].message
+    assert places["t_induction"].family == 3  # t_induction, t_bos50, the F4 recall point
+
+
+# ---- the claim over seeds at its edges (issue 33): one-sided, "fails" only where the data exclude it ----
+
+
+@pytest.mark.parametrize("members, failing, status", [
+    (1, 1, Status.CONSISTENT_NOT_ESTABLISHED),   # one failing member of one: P(0 of 1 | 0.5) = 0.5
+    (3, 2, Status.CONSISTENT_NOT_ESTABLISHED),   # 2 of 3 failing: P(<= 1 of 3) = 0.5
+    (5, 4, Status.CONSISTENT_NOT_ESTABLISHED),   # 4 of 5: P(<= 1 of 5) = 0.1875
+    (4, 4, Status.CONSISTENT_NOT_ESTABLISHED),   # 4 of 4: P(0 of 4) = 0.0625
+    (5, 5, Status.FAILS),                         # 5 of 5: P(0 of 5) = 0.03125 < 0.05
+    (10, 8, Status.CONSISTENT_NOT_ESTABLISHED),  # P(<= 2 of 10) = 0.0547
+    (10, 9, Status.FAILS),                        # P(<= 1 of 10) = 0.0107
+])
+def test_a_claim_fails_over_members_only_where_the_data_exclude_it(members, failing, status):
+    v = judge_claim_over("F1", planted_population((1,) * members, defects={i: F1_DEFECT for i in range(failing)}))
+    assert v.status is status and (v.k, v.n) == (members - failing, members), v.message
+    assert v.interval is not None and f"holds in {members - failing} of {members}" in v.message
+
+
+def test_undecided_members_stay_in_n():
+    """6 members hold and one is "consistent, not established" (its causal exact test short): 6 of 7
+    gives P(>= 6 of 7 | 0.5) = 0.0625, not established. Dropping the undecided member would give 6
+    of 6 (p = 1/64) and a false "holds"; and it may not count as failing either (p_fails = 1)."""
+    members = planted_population((1,) * 7, defects={6: CAUSAL_UNDECIDED})
+    assert members[6].verdicts["causal"].status is Status.CONSISTENT_NOT_ESTABLISHED
+    v = judge_claim_over("causal", members)
+    assert (v.k, v.n, v.consistent) == (6, 7, ("seed6",)) and v.status is Status.CONSISTENT_NOT_ESTABLISHED, v.message
+    assert v.p_holds == pytest.approx(8 / 128) and v.p_fails == pytest.approx(1.0)
+    assert judge_claim_over("causal", members[:6]).status is Status.HOLDS  # what dropping it would say
 
 
 def test_leave_one_out_on_siblings():
@@ -197,8 +290,8 @@ from headwatch.claims.synthetic_population import member_records, SIBLING_ONSETS
 from headwatch.claims.synthetic import HEALTHY_EXPECT
 
 CASE = {case!r}
-ONSETS = list(SIBLING_ONSETS) + [{candidate_onset}]
-DEFECTS = {{i: F1_DEFECT for i in range(4)}} if CASE == "f1_fails_in_most" else {{}}
+ONSETS = list(SIBLING_ONSETS) * {copies} + [{candidate_onset}]
+DEFECTS = {{i: F1_DEFECT for i in range(len(ONSETS) - 1)}} if CASE == "f1_fails_in_every_member" else {{}}
 
 def member(i):
     role = "candidate" if i == len(ONSETS) - 1 else "reference"
@@ -211,7 +304,7 @@ POP = types.SimpleNamespace(id="planted", name="planted", members=tuple(MEMBERS)
 
 def pytest_generate_tests(metafunc):
     if "candidate" in metafunc.fixturenames:
-        metafunc.parametrize(("population", "candidate"), [(POP, MEMBERS[-1])], ids=["seed5"], scope="session")
+        metafunc.parametrize(("population", "candidate"), [(POP, MEMBERS[-1])], ids=["cand"], scope="session")
     elif "population" in metafunc.fixturenames:
         metafunc.parametrize("population", [POP], ids=["planted"], scope="session")
 
@@ -222,30 +315,39 @@ def population_records(population):
 '''
 
 
-def run_population_module(pytester, case: str, candidate_onset: int):
-    pytester.makeconftest(STAND_IN.format(case=case, candidate_onset=candidate_onset))
+def run_population_module(pytester, case: str, candidate_onset: int, copies: int = 1):
+    pytester.makeconftest(STAND_IN.format(case=case, candidate_onset=candidate_onset, copies=copies))
     pytester.makepyfile(test_population=(CLAIMS_DIR / "test_population.py").read_text())
     return pytester.runpytest("-p", "no:randomly", "-p", "no:cacheprovider", "-rA", "-k", "across or within")
 
 
-def test_population_claim_test_fails_when_the_claim_fails_in_most_members(pytester):
-    result = run_population_module(pytester, "f1_fails_in_most", candidate_onset=2)
-    result.assert_outcomes(failed=1, passed=4, skipped=5)
+def test_population_claim_test_fails_when_the_claim_fails_in_every_member(pytester):
+    """F1 fails in all 5 reference members: excluded (p = 1/32), the test fails; F2, F4, F5 and
+    causal hold in 5 of 5 (established one-sided: p = 1/32); F3 holds in 3 (the onset-2 members'
+    grid straddles 10x): consistent, not established."""
+    result = run_population_module(pytester, "f1_fails_in_every_member", candidate_onset=2)
+    result.assert_outcomes(failed=1, passed=8, skipped=1)
     out = result.stdout.str()
     assert "FAILED test_population.py::test_claim_across_population[planted-F1]" in out
-    assert "F1 fails over population planted: holds in 1 of 5" in out and "fails in most members (4 of 5 > 0.5)" in out
+    assert "F1 fails over population planted: holds in 0 of 5" in out and "the data exclude it: 0 of 5 gives p = 0.0312" in out
 
 
-def test_candidate_test_fails_for_a_candidate_far_outside_and_passes_inside(pytester):
-    """Onset 5 (1e11 tokens) against siblings at 1e9-3e9: t_induction, the F3 ratio and the F4 recall
-    point are outliers (t_bos50 is the siblings'); onset 2 lies inside on every quantity."""
-    result = run_population_module(pytester, "outlier", candidate_onset=5)
-    result.assert_outcomes(failed=3, passed=1, skipped=6)
-    out = result.stdout.str()
-    assert "FAILED test_population.py::test_candidate_within_population[seed5-t_induction]" in out
-    assert "seed5 in planted: outlier: seed5's t_induction is 100B" in out
+def test_candidate_test_flags_a_late_candidate_and_fails_it_only_beyond_160_siblings(pytester):
+    """Onset 5 (1e11 tokens) against 5 siblings at 1e9-3e9: t_induction, the F3 ratio and the F4
+    recall point are beyond them all: flags (skipped, with the chance said), no failure. Against
+    160 siblings the same candidate fails once, on t_induction; the F3 ratio and F4 recall point are
+    the same event. Onset 2 lies inside on every quantity."""
+    flagged = run_population_module(pytester, "outlier", candidate_onset=5)
+    flagged.assert_outcomes(passed=6, skipped=4)  # F3 over the members and three flags skip
+    out = flagged.stdout.str()
+    assert "seed5 in planted: outlier (flag): seed5's t_induction is 100B" in out and "SKIPPED" in out
+    many = run_population_module(pytester, "outlier", candidate_onset=5, copies=32)
+    many.assert_outcomes(failed=1, passed=7, skipped=2)
+    out = many.stdout.str()
+    assert "FAILED test_population.py::test_candidate_within_population[cand-t_induction]" in out
+    assert "outlier (flag), the same event as t_induction" in out and "x 4 quantities compared = 0.0497 < alpha 0.05" in out
     inside = run_population_module(pytester, "inside", candidate_onset=2)
-    inside.assert_outcomes(passed=4, skipped=6)
+    inside.assert_outcomes(passed=9, skipped=1)
 
 
 # ---- the report: member x claim grid, trajectories on one figure per quantity --------------------------
@@ -273,8 +375,13 @@ def test_report_shows_a_population_grid_and_one_figure_per_quantity():
     assert pop.placements["p-seed5"]["t_induction"].outlier
     html = fragment(reports, {}, {"models": {}}, populations=[pop], population_figs=figs, test_list=False)
     assert 'id="hw-population-p"' in html and 'data-population="p"' in html
-    assert html.count('data-member="p-seed') == 6 * 6 and html.count('data-member="population"') == 6
-    assert "candidate</span>" in html and "OUTLIER" in html and "holds in 5 of 5 reference members" in html
+    # population x claim first (table#headwatch-populations), then the members behind it; the members
+    # are in no standalone verdict table
+    assert html.index('id="headwatch-populations"') < html.index('id="hw-population-p"') < html.index('id="hw-models"')
+    assert 'id="headwatch-verdicts"' not in html
+    assert html.count('data-model="p-seed') == 6 * 6 and html.count('data-population-claim=') == 2 * 6
+    assert "candidate</span>" in html and "OUTLIER (FLAG)" in html and "holds in 5 of 5 reference members" in html
+    assert html.count('<details class="model"') == 6 and html.count("<details class='rows'>") == 6
 
 
 @pytest.mark.parametrize("status", list(Status), ids=lambda s: s.value)
@@ -282,7 +389,7 @@ def test_a_population_cell_shows_every_status_a_member_can_have(status):
     # A member "not established" (missing evidence, issue 25) once raised KeyError in the grid.
     from headwatch.claims.report_render import _pop_cell
 
-    html = _pop_cell(status, "3/4", "why", "f1", "p-seed0")
+    html = _pop_cell(status, "3/4", "why", "f1", "p")
     assert f'data-status="{status.words}"' in html and 'title="why"' in html
 
 
@@ -334,37 +441,45 @@ def test_a_run_prints_what_it_costs_from_the_published_configs():
         parse('[[models]]\nname = "m"\nrepo = "o/m"\nconfig = "pythia-160"\n' + REVS)
 
 
-def test_headwatch_judge_prints_the_population_and_exits_1_for_an_outlier(tmp_path, capsys):
+def test_headwatch_judge_prints_the_population_and_exits_1_only_for_a_failing_placement(tmp_path, capsys):
     """``headwatch judge`` on records of a population (a --reference-dir folder): each claim over the
-    reference members, the candidate's place; an outlier candidate is news (exit 1), a sibling is not."""
+    reference members, the candidate's place. Off DCLM (F3 does not apply, so neither the late
+    candidate's own F3 nor its F3 ratio is judged), a late candidate beyond 5 siblings is a flag
+    (exit 0, said in words); beyond 160 it fails (exit 1: 2 / 161 x 3 quantities < 0.05); a sibling
+    inside is no news."""
     import json
 
     from headwatch.cli import main
     from headwatch.fixtures.reference import model_slug
 
-    def run(candidate_onset: int) -> tuple[int, dict, str]:
-        folder = tmp_path / f"records-{candidate_onset}"
-        for seed, onset in enumerate(SIBLING_ONSETS + (candidate_onset,)):
+    def run(candidate_onset: int, siblings: tuple[int, ...] = SIBLING_ONSETS) -> tuple[int, dict, str]:
+        folder = tmp_path / f"records-{candidate_onset}-{len(siblings)}"
+        for seed, onset in enumerate(siblings + (candidate_onset,)):
             for r in member_records(onset, model=f"o/p-seed{seed}"):
                 r.to_json(folder / model_slug(f"o/p-seed{seed}") / f"{r.revision}.json")
-        panel = tmp_path / "p.toml"
-        panel.write_text('[[models]]\nname = "p"\nrepo = "o/p-seed{seed}"\nseeds = [0, 1, 2, 3, 4, 5]\ncandidates = [5]\n'
+        panel = tmp_path / f"p{len(siblings)}.toml"
+        panel.write_text(f'[[models]]\nname = "p"\nrepo = "o/p-seed{{seed}}"\nseeds = {list(range(len(siblings) + 1))}\n'
+                         f'candidates = [{len(siblings)}]\n'
                          'revisions = ["step0", "step1", "step2", "step3", "step4", "step5", "step6"]\n'
                          'tokens = { table = { step0 = 1e8, step1 = 1e9, step2 = 3e9, step3 = 1e10, step4 = 2e10, '
-                         'step5 = 1e11, step6 = 1e12 } }\n[models.expect]\nbos_shape = "ramp"\ndclm = true\n')
-        out = tmp_path / f"v{candidate_onset}.json"
+                         'step5 = 1e11, step6 = 1e12 } }\n[models.expect]\nbos_shape = "ramp"\ndclm = false\n')
+        out = tmp_path / f"v{candidate_onset}-{len(siblings)}.json"
         code = main(["judge", "--panel", str(panel), "--reference-dir", str(folder), "--json", str(out)])
         return code, json.loads(out.read_text()), capsys.readouterr().out
 
     code, data, printed = run(5)
-    assert code == 1 and "population p: 5 reference member(s), 1 candidate(s)" in printed
-    assert "candidate p-seed5 t_induction: fails: outlier" in printed
+    assert code == 0 and "population p: 5 reference member(s), 1 candidate(s)" in printed
+    assert "candidate p-seed5 t_induction: outlier (flag): p-seed5's t_induction is 100B" in printed
     assert data["populations"]["p"]["claims"]["F1"]["k"] == 5
-    assert data["populations"]["p"]["placements"]["p-seed5"]["t_induction"]["outlier"] is True
+    placed = data["populations"]["p"]["placements"]["p-seed5"]
+    assert placed["t_induction"]["outlier"] is True and placed["t_induction"]["status"] == "consistent_not_established"
+    assert placed["F4_recall_point"]["same_event_as"] == "t_induction" and placed["F3_ratio"]["status"] == "not_applicable"
     code, data, printed = run(2)
     assert code == 0 and "candidate p-seed5 t_induction: holds: within its siblings" in printed
+    code, data, printed = run(5, MANY_SIBLING_ONSETS)
+    assert code == 1 and "candidate p-seed160 t_induction: outlier (fails): p-seed160's" in printed
     # --seeds 0-4: the candidate (seed 5) is not selected; the population is judged without it
-    folder, panel = tmp_path / "records-5", tmp_path / "p.toml"
+    folder, panel = tmp_path / "records-5-5", tmp_path / "p5.toml"
     assert main(["judge", "--panel", str(panel), "--reference-dir", str(folder), "--seeds", "0-4"]) == 0
     assert "population p: 5 reference member(s), 0 candidate(s)" in capsys.readouterr().out
 
@@ -399,3 +514,52 @@ def test_a_population_failing_as_every_member_declares_says_so_in_its_table():
     assert report.claims["F1"].status is Status.FAILS and report.claims["F1"].all_failures_declared
     assert "F1        fails" in population_table(report) and "each failure a member's declared deviation" in \
         population_table(report)
+
+
+# ---- at the size of a seed suite (issue 33): from an evicted cache, no model loaded ---------------------
+
+
+@pytest.mark.slow
+def test_a_suite_shaped_population_from_an_evicted_cache(tmp_path, monkeypatch, capsys):
+    """13 planted PolyPythia-shaped members (pythia-14m and pythia-160m x 6 seeds, one 160m
+    candidate; full-size records of 24 and 144 heads), every checkpoint evicted (an empty Hub cache,
+    offline): ``headwatch judge`` warns once per model, not per revision, and never tells the user to
+    download; ``headwatch report`` opens with the population x claim table, keeps each model's detail
+    collapsed (13 > 12 models) and draws the population figures, not 5 per member.
+    benchmarks/population_scale.py runs the same at 51 models x 154 revisions."""
+    import importlib.util
+    import warnings
+
+    from headwatch.cli import main
+    from headwatch.fixtures.realconfigs import PYTHIA_SCHEDULE
+
+    spec = importlib.util.spec_from_file_location("population_scale", ROOT / "benchmarks" / "population_scale.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    revisions = list(PYTHIA_SCHEDULE.branches)[::30] + ["step143000"]
+    panel, records = bench.build(tmp_path / "work", ["14m", "160m"], [1, 2, 3, 4, 5, 1234], revisions)
+    assert records == 13 * len(revisions)
+    (tmp_path / "hub").mkdir()
+    for k, v in {"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hub"),
+                 "HEADWATCH_CACHE_DIR": str(tmp_path / "work" / "cache")}.items():
+        monkeypatch.setenv(k, v)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code = main(["judge", "--panel", str(panel)])
+    said = [str(w.message) for w in caught if "not resolvable" in str(w.message)]
+    printed = capsys.readouterr().out
+    assert code == 0, printed[-3000:]
+    assert len(said) == 13 and len({s.split("@")[0] for s in said}) == 13  # one per model, 13 x 6 revisions read
+    assert not any("hf download" in s for s in said) and all("one warning per model" in s for s in said)
+    assert "population pythia-160m: 6 reference member(s), 1 candidate(s)" in printed
+
+    assert main(["report", "--panel", str(panel), "--out", str(tmp_path / "report")]) == 0
+    html = (tmp_path / "report" / "report.html").read_text(encoding="utf-8")
+    assert html.index('id="headwatch-populations"') < html.index('id="hw-population-pythia-14m"') < html.index(
+        'id="hw-models"')
+    assert html.count('<details class="model"') == 13 and '<details class="model" id="hw-model-pythia-14m-seed1" open' \
+        not in html
+    assert 'data-figure="population-pythia-160m/population_induction"' in html
+    assert 'data-figure="pythia-14m-seed1/' not in html and not (tmp_path / "report" / "pythia-14m-seed1").exists()
+    assert len(html) < 1_000_000

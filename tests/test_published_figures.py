@@ -100,7 +100,7 @@ PUBLISHED_VERDICTS = {
     "pythia-1b": {"F1": "holds", "F2": "holds", "F3": "not_applicable", "F4": "holds",
                   "F5": "consistent_not_established", "causal": "consistent_not_established"},
     "olmo-1b": {"F1": "holds", "F2": "holds", "F3": "consistent_not_established", "F4": "holds",
-                "F5": "consistent_not_established", "causal": "holds"},
+                "F5": "consistent_not_established", "causal": "consistent_not_established"},
 }
 
 
@@ -169,6 +169,19 @@ def test_verdict_details_keep_four_digits(pythia, olmo):
     f3 = judge_f3(olmo, Expectations(dclm=True))
     assert (f3.details.ratio, f3.details.ratio_interval, f3.margin) == (11.4783, (5.087, 26.4), 1.4783)
     p = judge_causal(pythia).details
-    assert (p.p_vs_random, p.p_vs_baseline, p.share_of_baseline) == (0.1046, 2.31e-19, 0.0617)
+    assert (p.p_vs_random, p.p_vs_bar, p.share_of_baseline) == (0.1046, 0.0002045, 0.0617)
     o = judge_causal(olmo).details
-    assert (o.p_vs_random, o.p_vs_baseline) == (9.953e-08, 1.005e-05)
+    assert (o.p_vs_random, o.p_vs_bar) == (9.953e-08, 0.05765)
+
+
+def test_olmo_causal_bar_is_not_established_by_1_of_2000_against_20(olmo):
+    """The bar "circuit <= 25% of baseline" on the published OLMo 1B counts (circuit 1 of 2000,
+    baseline 20 of 2000): given the 21 correct answers, at share 25% each is the circuit's with
+    probability 0.25 / 1.25 = 0.2, so p = P(Bin(21, 0.2) <= 1) = 0.8^21 + 21 x 0.2 x 0.8^20 = 0.0576,
+    not below 0.05: the point estimate (5% of baseline) meets the bar, the data do not establish it."""
+    from headwatch.claims.judge import judge_causal
+
+    verdict = judge_causal(olmo)
+    assert verdict.details.p_vs_bar == pytest.approx(0.8 ** 21 + 21 * 0.2 * 0.8 ** 20, rel=1e-3)
+    assert verdict.status.value == "consistent_not_established" and verdict.details.share_of_baseline == 0.05
+    assert "the exact test of the bar (circuit < 25% of baseline) (p = 0.0576)" in verdict.message

@@ -86,6 +86,31 @@ def test_json_nesting_is_bounded_before_parsing(tmp_path):
     assert nesting_depth(json.dumps(record)) <= 6 < MAX_JSON_DEPTH
 
 
+def test_nesting_depth_with_and_without_escapes_agrees_with_the_plain_scan():
+    """nesting_depth skips to quotes and brackets first where the text has no backslash (issue 33: a
+    population audit reads thousands of records); on any text it counts as a plain scan does."""
+    import random
+    import re
+
+    strings = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+
+    def plain(data: bytes) -> int:
+        depth = deepest = 0
+        for c in strings.sub(b"", data):
+            if c in b"[{":
+                depth += 1
+                deepest = max(deepest, depth)
+            elif c in b"]}":
+                depth -= 1
+        return deepest
+
+    rng = random.Random(0)
+    for _ in range(20_000):
+        text = bytes(rng.choice(b'"[]{}a \\') for _ in range(rng.randint(0, 30)))
+        assert nesting_depth(text) == plain(text), text
+    assert nesting_depth('"[" [ "\\" ]') == 1 and nesting_depth('{"a": "\\"[["}') == 1
+
+
 @pytest.mark.parametrize("kind", ["fifo", "zero", "loop", "deep"])
 def test_a_record_that_is_not_a_regular_file_of_json_is_named(tmp_path, specials, kind):
     folder = tmp_path / "ref"

@@ -93,8 +93,10 @@ def test_cells_of_the_healthy_trajectory_hold_with_key_numbers():
     assert cells["F3"].key == "100x (20, 1000)"  # t_bos50 1e11 / t_induction 1e9; grid (2e10/1e9, 1e11/1e8)
     assert cells["F4"].key.startswith("67% at 0.1")
     # A, B elevated by their crossing (2 of 32 heads), C with A, B (3): 3 random heads all pass with p = 6.7e-5
-    assert cells["F5"].key == "3 of 3 heads (2 before, 1 at); null p 6.7e-05"
-    assert cells["causal"].key == "4.0% of base (rand 80.0%, p=5.1e-20)"  # 4 vs 80 of 2000
+    # by layer: each is the one head of its layer (of 4) elevated by then: (1/4)^3 = 0.016
+    assert cells["F5"].key == "3 of 3 heads (2 before, 1 at); null p 6.7e-05, by layer 0.016"
+    # 4 of 2000 against baseline 100 (the bar's exact test) and random 80
+    assert cells["causal"].key == "4.0% of base, p=1.8e-06 (rand 80.0%, p=5.1e-20)"
 
 
 @pytest.mark.parametrize("control", list(S.NEGATIVE_CONTROLS.values()), ids=lambda c: c.name)
@@ -117,6 +119,35 @@ def test_declared_deviation_cells():
     assert verdict_cell("F3", not_dclm).status == NA and verdict_cell("F3", not_dclm).key.endswith("(not DCLM)")
     empty = ModelReport("m", "r", "p", [], error=None)
     assert verdict_cell("F1", empty).status == MISSING
+
+
+@pytest.mark.parametrize("case", ["healthy", "pythia-1b", "olmo-1b", *S.NEGATIVE_CONTROLS], ids=str)
+def test_the_grid_rejudges_only_the_claims_that_read_the_knob(case):
+    """Each grid row re-judges only the claims that read its knob (``sensitivity.READS``; issue 33:
+    a 154-revision grid re-judged whole was most of a population report's time). Every row equals a
+    whole re-judge, with and without formation declared."""
+    import dataclasses
+
+    from headwatch.claims.judge import judge_model
+    from headwatch.claims.sensitivity import sensitivity_grid
+    from headwatch.spec import SPEC
+
+    if case in ("pythia-1b", "olmo-1b"):  # the published files: rows where verdicts do change
+        from headwatch.fixtures.panels import load_panel
+        from headwatch.fixtures.reference import load_published
+
+        entry = load_panel("published").model(case)
+        recs, expect = load_published(entry.repo), entry.expect
+    else:
+        recs, expect = (S.healthy(), S.HEALTHY_EXPECT) if case == "healthy" else (
+            S.NEGATIVE_CONTROLS[case].records(), S.NEGATIVE_CONTROLS[case].expect)
+    for with_formation in (expect, dataclasses.replace(expect, formation=S.FORMATION_EXPECT.formation)):
+        grid = sensitivity_grid(recs, with_formation)
+        rows = [r for r in grid.rows if r.knob is not None]
+        assert len(rows) == 8
+        for r in rows:
+            whole = judge_model(recs, with_formation, None, dataclasses.replace(SPEC, **{r.knob: r.value}))
+            assert dict(r.statuses) == {c: v.status.value for c, v in whole.items()}, (r.label, case)
 
 
 # ---- the plugin's bookkeeping -----------------------------------------------------------------------

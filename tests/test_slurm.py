@@ -184,3 +184,60 @@ def test_an_array_job_is_submitted_throttled_and_a_preempted_task_requeued(slurm
     print(f"slurm: array job {seen.array} of {N} tasks (%2), at most {seen.most_running} running; requeued "
           f"{seen.requeued} ({requeued_revision}) mid-measurement; starts {starts}; attempts "
           f"{ {r.label: r.attempt for r in results} }; cache entries {[e.name for e in entries]}")
+
+
+def _cancel_once_measuring(log: Path, runner: threading.Thread, deadline: float) -> str | None:
+    """Wait until an array task is measuring (its start logged), then `scancel` that one task; its id."""
+    while runner.is_alive() and time.time() < deadline:
+        running = _run("squeue", "-h", "-r", "-t", "R", "-o", "%i").split()
+        starts = log.read_text().splitlines() if log.exists() else []
+        if running and len(starts) >= len(running):
+            subprocess.run(["scancel", running[0]], check=True, capture_output=True, timeout=60)
+            return running[0]
+        time.sleep(0.5)
+    return None
+
+
+def test_a_cancelled_array_task_without_accounting_is_found_retried_and_reported(slurm, tmp_path, checkpoint,
+                                                                                 monkeypatch, copied_local_panel):
+    """This cluster keeps no accounting (accounting_storage/none): ``sacct`` cannot tell submitit that a
+    cancelled array task ended, so the run watches ``squeue``. A task cancelled mid-measurement
+    (``scancel 123_0``) is found gone without a result, said in a line, resubmitted, and its result
+    says it took two attempts; with no retries left the task is reported failed with the reason,
+    and the run ends instead of waiting forever (issue 33)."""
+    from headwatch.fixtures.executors import slurm_accounting
+
+    has, why = slurm_accounting()
+    assert not has and "accounting" in why.lower(), why
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+    def run_array(revisions: tuple[str, ...], retries: int, name: str):
+        log = tmp_path / f"{name}.log"
+        options = ProviderOptions(cache_dir=tmp_path / f"cache-{name}", device="cpu", progress=False,
+                                  measure_fn=SlowMeasure(str(log), delay=8.0))
+        plan = plan_panel(load_panel(copied_local_panel(tmp_path / name, checkpoint, revisions)).models, options)
+        said: list[str] = []
+        array = SlurmArray(folder=tmp_path / f"submitit-{name}", workers=2, cpus_per_task=1, gpus_per_task=0,
+                           time_min=30, poll_seconds=1.0, retries=retries, vanished_seconds=3.0, say=said.append)
+        out: dict = {}
+        runner = threading.Thread(target=lambda: out.update(results=array.run(plan.tasks, report=lambda r: None)))
+        runner.start()
+        cancelled = _cancel_once_measuring(log, runner, time.time() + 600)
+        runner.join(600)
+        assert "results" in out, f"the run did not end: {_run('squeue')}; said {said}"
+        return plan, out["results"], cancelled, said
+
+    plan, results, cancelled, said = run_array(("step0", "step10"), retries=1, name="retried")
+    assert cancelled is not None
+    gone = plan.tasks[int(cancelled.split("_")[1])].label
+    assert said[0].startswith("slurm: no job accounting here (") and "squeue is watched instead" in said[0]
+    assert any(line.startswith(f"slurm: {gone}: Slurm array task {cancelled} left the queue without a result")
+               and line.endswith("resubmitting (attempt 2 of 2)") for line in said), said
+    assert all(r.ok for r in results), [r.error for r in results]
+    assert {r.label: r.attempt for r in results} == {t.label: 2 if t.label == gone else 1 for t in plan.tasks}
+
+    plan, results, cancelled, said = run_array(("step0",), retries=0, name="reported")
+    (only,) = results
+    assert cancelled is not None and not only.ok and only.attempt == 1
+    assert f"Slurm array task {cancelled} left the queue without a result" in only.error and "tried 1 time(s)" in only.error
+    print(f"slurm without accounting: cancelled {cancelled}; said {said}; {only.error}")

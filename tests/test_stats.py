@@ -13,7 +13,8 @@ from headwatch.probes.intervals import record_intervals, selectivity_replicates
 from headwatch.probes.record import HEAD_CLASSES, TaskMetrics
 from headwatch.probes.selectivity import SelectivityAccumulator
 from headwatch.stats import (
-    bootstrap_weights, clopper_pearson, count_from_rate, fisher_less, nested_draw_probability, percentile_interval,
+    binomial_at_least, binomial_at_most, bootstrap_weights, clopper_pearson, count_from_rate, fisher_less,
+    nested_draw_probability, percentile_interval, ratio_below,
 )
 
 
@@ -33,6 +34,47 @@ def test_fisher_less_is_one_sided():
     assert fisher_less(5, 2000, 11, 2000) == pytest.approx(0.1046, abs=1e-4)
     assert fisher_less(11, 2000, 5, 2000) > 0.9  # the other direction is not evidence
     assert fisher_less(1, 2000, 27, 2000) < 1e-6
+
+
+def test_ratio_below_on_the_published_olmo_counts():
+    """Circuit 1 vs baseline 20 of 2000 against "circuit >= 25% of baseline": given the 21 correct
+    answers, each is the circuit's with probability 0.25 / (0.25 + 1) = 0.2 at the null's edge, so
+    p = P(Bin(21, 0.2) <= 1) = 0.8^21 + 21 x 0.2 x 0.8^20 = 0.0576 (issue 33: "p = 0.058")."""
+    assert ratio_below(1, 2000, 20, 2000, 0.25) == pytest.approx(0.8 ** 21 + 21 * 0.2 * 0.8 ** 20, rel=1e-12)
+    assert ratio_below(1, 2000, 20, 2000, 0.25) == pytest.approx(0.0576, abs=1e-4)
+    assert ratio_below(5, 2000, 81, 2000, 0.25) < 1e-3  # Pythia 1B: 6.2% of baseline, established
+    assert ratio_below(20, 2000, 80, 2000, 0.25) > 0.5  # at the bar: no evidence below it
+    assert ratio_below(0, 10, 0, 10, 0.25) == 1.0  # nothing correct at all: nothing established
+    with pytest.raises(ValueError, match="ratio > 0"):
+        ratio_below(1, 10, 2, 10, 0.0)
+    for args in ((0, 0, 1, 5), (-1, 5, 1, 5), (6, 5, 1, 5), (1, 5, 0, 0), (1, 5, 6, 5), (1, 5, -1, 5)):
+        with pytest.raises(ValueError, match="a binomial count needs"):
+            ratio_below(*args, 0.25)
+    # the edges are counts: one example each, every example correct
+    assert ratio_below(0, 1, 1, 1, 0.25) == pytest.approx(0.8) and ratio_below(5, 5, 5, 5, 0.25) == pytest.approx(0.99363, abs=1e-5)
+
+
+@pytest.mark.parametrize("n, rates", [(40, np.linspace(0.01, 1.0, 100)), (2000, np.concatenate(
+    [np.linspace(0.001, 0.03, 12), np.linspace(0.05, 1.0, 14)]))])
+def test_ratio_below_keeps_its_size_for_binomial_counts(n, rates):
+    """The test conditions as for counts of rare events (Poisson); for two binomial counts of n
+    examples its exact size (the chance to reject when circuit = 25% of baseline exactly, summed
+    over every pair of outcomes) stays below alpha = 0.05 at every baseline rate tried."""
+    ks = np.arange(n + 1)
+    p = scipy_stats.binom.cdf(ks[:, None], ks[:, None] + ks[None, :], 0.2)  # [circuit k, baseline k]
+    reject = p < 0.05
+    assert reject.any()
+    for rate in rates:
+        joint = scipy_stats.binom.pmf(ks, n, 0.25 * rate)[:, None] * scipy_stats.binom.pmf(ks, n, rate)[None, :]
+        assert (joint * reject).sum() <= 0.05, rate
+    assert ratio_below(3, n, 30, n, 0.25) == pytest.approx(p[3, 30])  # the matrix is the function
+
+
+def test_binomial_tails():
+    assert binomial_at_least(5, 5, 0.5) == binomial_at_most(0, 5, 0.5) == pytest.approx(1 / 32)
+    assert binomial_at_least(0, 5, 0.5) == 1.0 and binomial_at_most(5, 5, 0.5) == pytest.approx(1.0)
+    assert binomial_at_least(1, 5, 0.5) == pytest.approx(31 / 32)
+    assert binomial_at_least(6, 7, 0.5) == pytest.approx(8 / 128)
 
 
 def test_count_from_rate():

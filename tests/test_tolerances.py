@@ -332,12 +332,19 @@ def test_f5_rise_fraction_just_failing():
     assert {h.head: h.rises for h in d.heads}[B] is False
 
 
-# ---- ablation_max_share (0.25): circuit top-1 at exactly 25% of baseline cuts enough, 26% not -------
+# ---- ablation_max_share (0.25): the bar has its own exact test (issue 33): circuit 363 of 2000 against
+# baseline 1600 (22.7% of it) establishes "below 25%" (p 0.0493); 364 (22.75%) does not (p 0.0542); 26% fails
 
 
 def test_ablation_max_share_just_passing():
-    v = judge_causal(healthy(ablations=Ablations(baseline=0.2, circuit=0.05, random=0.18)))
-    assert v.status is Status.HOLDS and v.details.share_of_baseline == 0.25
+    v = judge_causal(healthy(ablations=Ablations(baseline=0.8, circuit=0.1815, random=0.7)))
+    assert v.status is Status.HOLDS and v.details.p_vs_bar == pytest.approx(0.0493, abs=1e-4)
+
+
+def test_ablation_max_share_just_not_established():
+    v = judge_causal(healthy(ablations=Ablations(baseline=0.8, circuit=0.182, random=0.7)))
+    assert v.status is Status.CONSISTENT_NOT_ESTABLISHED and v.details.p_vs_bar == pytest.approx(0.0542, abs=1e-4)
+    assert v.details.cuts_enough  # the point estimate, 22.75%, is under the bar: the data do not establish it
 
 
 def test_ablation_max_share_just_failing():
@@ -358,24 +365,69 @@ def test_causal_alpha_just_failing():
     assert v.status is Status.CONSISTENT_NOT_ESTABLISHED and v.details.p_vs_random == pytest.approx(0.0509, abs=1e-4)
 
 
-# ---- population_min_rate (0.5): F1 in 8 of 9 members is established (exact lower bound 0.5175), 9 of 11 not (0.4822)
+# ---- population_min_rate (0.5): 10 of 13 members establish "most" (P(>= 10 of 13 | 0.5) = 0.0461), 6 of 7 not (0.0625)
 
 
-def _population_f1(n: int, failing: int):
-    from headwatch.claims.population import judge_claim_over
+def _population(holding: int, failing: int = 0, claim: str = "F1"):
+    """``holding`` + ``failing`` reference members of one planted population, judged over ``claim``
+    (two members judged once; the rest share their verdicts: the rule reads only the statuses)."""
+    from headwatch.claims.population import Member, judge_claim_over
     from headwatch.claims.synthetic_population import F1_DEFECT, planted_population
 
-    return judge_claim_over("F1", planted_population((1,) * n, defects={i: F1_DEFECT for i in range(failing)}))
+    good, bad = planted_population((1, 1), defects={1: F1_DEFECT})
+    members = [Member(f"s{i}", "reference", i, (good if i < holding else bad).verdicts, {})
+               for i in range(holding + failing)]
+    return judge_claim_over(claim, members)
 
 
 def test_population_min_rate_just_passing():
-    v = _population_f1(9, 1)
-    assert v.status is Status.HOLDS and v.interval[0] == pytest.approx(0.5175, abs=1e-4)
+    v = _population(10, 3)
+    assert v.status is Status.HOLDS and v.p_holds == pytest.approx(0.0461, abs=1e-4)
 
 
 def test_population_min_rate_just_failing():
-    v = _population_f1(11, 2)
-    assert v.status is Status.CONSISTENT_NOT_ESTABLISHED and v.interval[0] == pytest.approx(0.4822, abs=1e-4)
+    v = _population(6, 1)
+    assert v.status is Status.CONSISTENT_NOT_ESTABLISHED and v.p_holds == pytest.approx(0.0625, abs=1e-4)
+
+
+# ---- population_alpha (0.05): 13 of 18 members hold (p 0.0481): established; 29 of 46 (p 0.0519): not
+
+
+def test_population_alpha_just_passing():
+    v = _population(13, 5)
+    assert v.status is Status.HOLDS and v.p_holds == pytest.approx(0.0481, abs=1e-4)
+
+
+def test_population_alpha_just_failing():
+    v = _population(29, 17)
+    assert v.status is Status.CONSISTENT_NOT_ESTABLISHED and v.p_holds == pytest.approx(0.0519, abs=1e-4)
+
+
+# ---- population_outlier_alpha (0.05): a candidate beyond 39 siblings on its one quantity (p 2/40 = 0.05) is
+# a flag; beyond 40 (p 2/41 = 0.0488) it fails
+
+
+def _beyond(siblings: int):
+    from headwatch.claims.population import GridValue, Member, audit
+
+    none = GridValue(None, undefined="not planted")
+
+    def member(i: int, tokens: float) -> Member:
+        return Member(f"s{i}", "reference", i, {}, {"t_induction": GridValue(tokens), "t_bos50": none,
+                                                   "F3_ratio": none, "F4_recall_point": none})
+
+    reference = [member(i, 1e9 + 1e6 * i) for i in range(siblings)]
+    return audit(member(siblings, 1e11), reference)["t_induction"]
+
+
+def test_population_outlier_alpha_just_passing():
+    p = _beyond(39)
+    assert p.outlier and p.family == 1 and p.p_adjusted == pytest.approx(0.05) and p.status is not Status.FAILS
+
+
+def test_population_outlier_alpha_just_failing():
+    p = _beyond(40)
+    assert p.outlier and p.p_adjusted == pytest.approx(0.0488, abs=1e-4) and p.status is Status.FAILS
 
 
 # ---- previous_token (100): not a verdict's constant (head labels, figures); pinned all the same ------

@@ -226,7 +226,7 @@ def test_a_hand_written_loop_trains_bit_identically_with_the_probe(tmp_path):
         records = provider.model_records(pm)
     assert {e.revision: e.status for e in provider.run.entries} == {
         "step0": "hit", "step2": "loose-hit", "step4": "hit", "step6": "loose-hit", "step8": "hit"}
-    assert sum("not resolvable" in str(w.message) for w in caught) == 2
+    assert sum("not resolvable" in str(w.message) for w in caught) == 1  # one warning per model (issue 33)
     assert records[2].provenance["resolved_from"] == "local" and records[1].provenance["resolved_from"] == "unsaved"
     assert records[-1].settings.ablation and not records[0].settings.ablation
 

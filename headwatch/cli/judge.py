@@ -48,58 +48,54 @@ def chosen(args: argparse.Namespace) -> selection.Selection:
     return selection.select(choices, progress=False, resolve=True)
 
 
-def _records(chosen: selection.Selection) -> tuple[list[tuple[Any, list[Any]]], list[str]]:
-    """(panel model, records) of every selected model, and a line for each model whose checkpoints
-    are missing (not trained, not downloaded)."""
-    from headwatch.fixtures.loading import NotInCache
-    from headwatch.fixtures.provider import OrganismNotTrained
-
-    out, missing = [], []
-    for m in chosen.models:
-        try:
-            out.append((m, chosen.provider.model_records(m)))
-        except (OrganismNotTrained, NotInCache) as e:
-            missing.append(f"{m.id}: {e}")
-    return out, missing
-
-
-def _populations(judged: dict[str, tuple[Any, list[Any], dict[str, Any]]], result: dict[str, Any], out: Any) -> int:
+def _populations(models: list[Any], members: dict[str, Any], result: dict[str, Any], out: Any) -> int:
     """Print each population among the judged models (claims over its reference members, candidates'
-    places: claims/population.py) and add it to ``result``; the number of candidates that are outliers."""
-    from headwatch.claims.population import member_from_verdicts, population_report, population_table
+    places: claims/population.py) and add it to ``result``; the number of placements that fail (an outlier
+    beyond the Bonferroni bound at SPEC.population_outlier_alpha; a flag does not count)."""
+    from headwatch.claims.population import population_report, population_table
     from headwatch.fixtures.panels import populations
 
-    outliers = 0
-    for pop in populations(e for e, _, _ in judged.values()):
-        members = [member_from_verdicts(m, judged[m.id][1], judged[m.id][2]) for m in pop.members]
-        if not any(m.role != "candidate" for m in members):
+    failing = 0
+    for pop in populations(m for m in models if m.id in members):
+        judged = [members[m.id] for m in pop.members if m.id in members]
+        if not any(m.role != "candidate" for m in judged):
             continue
-        report = population_report(pop.id, members)
+        report = population_report(pop.id, judged)
         print(population_table(report), file=out)
         result.setdefault("populations", {})[pop.id] = report.to_dict()
-        outliers += sum(p.outlier for places in report.placements.values() for p in places.values())
-    return outliers
+        failing += report.failing_candidates  # an outlier flag is not news; a failing placement is
+    return failing
 
 
 def run(args: argparse.Namespace) -> int:
     """Print every model's verdicts, then each population's; 1 if a claim fails that the panel did not
     declare (or a declared deviation did not occur, or does not match what was measured; or an organism
-    did not form; or a population's candidate is an outlier among its reference members);
+    did not form; or a population's candidate fails its placement among the reference members: an
+    outlier beyond SPEC.population_outlier_alpha, not a flag);
     2 on bad input or when something to judge is missing (listed with the command that fills it)."""
     # Deferred: the judge imports torch (through the probes' head sets); `headwatch judge --help` need not.
     from headwatch.claims.judge import judge_model, status_word, surprises
+    from headwatch.claims.population import member_from_verdicts
+    from headwatch.fixtures.loading import NotInCache
+    from headwatch.fixtures.provider import OrganismNotTrained
     from headwatch.validation import InputError
 
     json_path = check_output_file(args.json, "--json") if args.json is not None else None
     to_stdout = args.json == "-"
     out = sys.stderr if to_stdout else sys.stdout
     picked = chosen(args)
-    models, missing = _records(picked)
-
     result: dict[str, Any] = {"models": {}}
     unexpected = 0
-    judged: dict[str, tuple[Any, list[Any], dict[str, Any]]] = {}  # model id -> (entry, records, verdicts)
-    for entry, records in models:
+    missing: list[str] = []
+    members: dict[str, Any] = {}  # population members: model id -> claims/population.py Member
+    # One model at a time: read, judge, print, keep its verdicts (and a member's quantities), drop its
+    # records; a population of 7,854 full-size records is never held at once (issue 33).
+    for entry in picked.models:
+        try:
+            records = picked.provider.model_records(entry)
+        except (OrganismNotTrained, NotInCache) as e:  # listed with the command that fills it
+            missing.append(f"{entry.id}: {e}")
+            continue
         if not records:
             raise InputError(f"no measurement records for {entry.repo}")
         verdicts = judge_model(records, entry.expect, entry.total_tokens)
@@ -113,8 +109,11 @@ def run(args: argparse.Namespace) -> int:
         for claim, v in verdicts.items():  # formation first where declared, then CLAIMS in order
             print(f"  {claim:<9} {status_word(v):<27} {v.key:<34} {v.message}", file=out)
         unexpected += surprises(verdicts)
-        judged[entry.id] = (entry, records, verdicts)
-    unexpected += _populations(judged, result, out)
+        if entry.member is not None:
+            members[entry.id] = member_from_verdicts(entry, records, verdicts)
+        picked.provider.forget(entry)
+        del records
+    unexpected += _populations(list(picked.models), members, result, out)
     if missing:
         result["missing"] = missing
     if to_stdout:

@@ -155,6 +155,7 @@ def run(args: argparse.Namespace) -> int:
                 else f"FAILED: {r.error}")
         left = (time.perf_counter() - started) / done * (len(plan.tasks) - done)  # at this pace
         print(f"[{done}/{len(plan.tasks)}] {r.label}: {what}"
+              + (f" (attempt {r.attempt}: retried {r.attempt - 1} time(s))" if r.attempt > 1 else "")
               + (f" on {r.host} pid {r.pid}" if r.pid else "")
               + (f", evicted {r.evicted_bytes / 2**20:.0f} MiB" if r.evicted_bytes else "")
               + (f"; about {duration(left)} left" if done < len(plan.tasks) else ""), flush=True)

@@ -57,11 +57,10 @@ def run(args: argparse.Namespace) -> int:
     """Write the report files; 1 if a claim fails that a panel did not declare (as judge), 2 on bad
     input or when measurements are missing (listed with the command that measures them)."""
     # Deferred: figures and the judge import matplotlib and torch; `headwatch report --help` need not.
-    from headwatch.claims.figures import model_figures
     from headwatch.claims.judge import surprises
     from headwatch.claims.population import population_table
-    from headwatch.claims.report_data import (model_report, population_parts, population_reports, summary_rows,
-                                              verdict_cell)
+    from headwatch.claims.report_data import (draws_member_figures, model_report, population_parts,
+                                              population_reports, summary_rows, verdict_cell)
     from headwatch.claims.report_render import fragment, standalone_page, versions
 
     out = check_output_dir(args.out, "--out")
@@ -74,20 +73,23 @@ def run(args: argparse.Namespace) -> int:
     if args.train_missing:  # measure what the cache lacks (training and downloading as needed) first
         for m in models:
             reader.model_records(m)
+            reader.forget(m)
 
-    reports = [model_report(m, reader) for m in models]
-    figures = {}
-    for r in reports:
+    # one model at a time: read, judge, draw, write its figures, drop its records (issue 33)
+    draw_members = draws_member_figures(models)
+    reports, errors = [], []
+    for m in models:
+        r = model_report(m, reader, figures=not args.no_figures and (m.member is None or draw_members), release=True)
+        reports.append(r)
         status = " ".join(f"{c}={verdict_cell(c, r).status}" for c in r.verdicts) or (r.error or "no measurements on disk")
-        print(f"{r.id}: {len(r.records)} revisions; {status}")
+        print(f"{r.id}: {len(r.revisions)} revisions; {status}")
         if r.missing:
             print(f"  not measured yet: {', '.join(r.missing)}", file=sys.stderr)
-        if r.records and not args.no_figures:
-            figures[r.id] = model_figures(r.records, r.verdicts, r.id)
-            for f in figures[r.id]:
-                write_atomic(out / r.id / f"{f.name}.png", f.png)
+        if r.figure_error:
+            errors.append(r.figure_error)
+        for f in r.figures:
+            write_atomic(out / r.id / f"{f.name}.png", f.png)
 
-    errors: list[str] = []
     pops, pop_figs = population_parts(models, reports, errors) if not args.no_figures else (
         population_reports(models, reports), {})
     for p in pops:
@@ -99,21 +101,21 @@ def run(args: argparse.Namespace) -> int:
     write_json_atomic(out / "summary.json", {
         "panels": sorted({m.panel for m in models}), "cache_dir": str(cache_dir), "versions": versions(),
         "rows": rows,
-        "models": {r.id: {"repo": r.repo, "panel": r.panel, "revisions": [x.revision for x in r.records],
+        "models": {r.id: {"repo": r.repo, "panel": r.panel, "revisions": r.revisions,
                           "missing": r.missing, "error": r.error,
                           "verdicts": {c: v.to_dict() for c, v in r.verdicts.items()},
-                          "figures": [f"{r.id}/{f.name}.png" for f in figures.get(r.id, [])]} for r in reports},
+                          "figures": [f"{r.id}/{f.name}.png" for f in r.figures]} for r in reports},
         "populations": {p.name: p.to_dict() for p in pops},
     })
     env = {"panels": sorted({m.panel for m in models}), "cache_dir": str(cache_dir), "device": "none (read from disk)",
            "models": {m.id: {"repo": m.repo, "panel": m.panel, "source": m.source, "revisions": list(m.sorted_revisions)}
                       for m in models}}
-    page = standalone_page("headwatch report", fragment(reports, figures, env, test_list=False, errors=errors,
+    page = standalone_page("headwatch report", fragment(reports, None, env, test_list=False, errors=errors,
                                                         populations=pops, population_figs=pop_figs))
     write_atomic(out / "report.html", page)
     print(f"wrote {out / 'summary.csv'}, {out / 'summary.json'}, {out / 'report.html'}"
-          + (f" and {sum(len(v) for v in figures.values())} figures" if figures else ""))
-    missing = [r for r in reports if r.missing or not r.records]
+          + (f" and {sum(len(r.figures) for r in reports)} figures" if any(r.figures for r in reports) else ""))
+    missing = [r for r in reports if r.missing or not r.revisions]
     if missing:
         again = selection.as_argv(choices)
         print(f"{len(missing)} model(s) lack measurements (nothing was trained, downloaded or measured); to measure "
