@@ -19,6 +19,7 @@ import argparse
 import importlib
 import logging
 import sys
+import textwrap
 import traceback
 
 from headwatch import __version__
@@ -36,7 +37,15 @@ EXIT_CODES = {
     3: "internal error: headwatch crashed (traceback printed); please report it",
     130: "interrupted: finished measurements are kept; run the same command again to resume",
 }
-EPILOG = "exit codes: " + "; ".join(f"{code} {text}" for code, text in EXIT_CODES.items())
+EPILOG = "exit codes:\n" + "\n".join(textwrap.fill(f"{code:>3}  {text}", 100, subsequent_indent=" " * 5)
+                                       for code, text in EXIT_CODES.items())
+#: What ``headwatch --help`` shows first; each subcommand's module has its own ``EXAMPLES``.
+EXAMPLES = """examples:
+  headwatch judge --panel published                       verdicts from the author's own measurements (seconds)
+  headwatch organisms train                               the training step the organisms panel needs (about 10 min)
+  headwatch panels                                        the shipped panels: their models, what they cost
+  headwatch COMMAND --help                                a command's options and examples
+"""
 
 #: subcommand -> (module, one-line help). "organisms" takes a further verb (train).
 SUBCOMMANDS = {
@@ -48,8 +57,9 @@ SUBCOMMANDS = {
 }
 
 
-class HelpFormatter(argparse.HelpFormatter):
-    """Shows every option's default: appends ``(default: X)`` where the help text does not say it."""
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Shows every option's default: appends ``(default: X)`` where the help text does not say it; the
+    description and the epilog (examples, exit codes) keep their lines."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
@@ -65,7 +75,7 @@ class HelpFormatter(argparse.HelpFormatter):
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser; only ``command``'s module is imported and wired (None: none, for ``--help``)."""
     parser = argparse.ArgumentParser(
-        prog="headwatch", formatter_class=HelpFormatter, epilog=EPILOG,
+        prog="headwatch", formatter_class=HelpFormatter, epilog=EXAMPLES + "\n" + EPILOG,
         description="Hypothesis tests for when attention circuits form during training (arXiv 2606.02378). "
                     "Run `headwatch COMMAND --help` for a command's options; the claim tests run under pytest.")
     parser.add_argument("--version", action="version", version=f"headwatch {__version__}",
@@ -85,6 +95,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             p.set_defaults(_run=lambda _args, e=e, name=name: _unavailable(name, e))
             continue
         module.add_arguments(p)
+        p.epilog = getattr(module, "EXAMPLES", "") + "\n" + EPILOG
         p.set_defaults(_run=module.run)
     return parser
 

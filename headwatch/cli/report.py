@@ -1,8 +1,8 @@
-"""``headwatch report``: the report's figures, a CSV and a JSON summary, from what is on disk.
+"""``headwatch report``: the report's figures, a CSV and a JSON summary of a panel's verdicts.
 
-Reads each panel model's records without measuring anything (published files for ``reference``
-models, ``--reference-dir DIR`` for the models that folder holds, the measurement cache for the
-others; see
+Measures what the measurement cache lacks (as ``judge`` does), then reads each panel model's
+records (published files for ``reference`` models, ``--reference-dir DIR`` for the models that
+folder holds, the measurement cache for the others; see
 :meth:`headwatch.fixtures.provider.Provider.cached_records`), judges them with the judge the claim
 tests use, and writes into ``--out DIR``::
 
@@ -13,11 +13,11 @@ tests use, and writes into ``--out DIR``::
     DIR/population-<name>/*.png  population_induction, population_bos: every member on one figure
     DIR/report.html              the verdict table and figures as one self-contained page
 
-The models are :mod:`headwatch.selection`'s (the options pytest and ``judge`` take). Revisions
-not yet measured are listed with the command that measures them, and the command exits 2; nothing
-is trained, downloaded or measured unless ``--train-missing`` says so (then what is missing is
-measured first, training organisms and downloading checkpoints as needed). Exit codes:
-:data:`headwatch.cli.EXIT_CODES`.
+The models are :mod:`headwatch.selection`'s (the options pytest and ``judge`` take), and so is the
+policy for what is missing (:data:`~headwatch.selection.MISSING_OPTIONS`): what the cache lacks is
+measured first, as ``judge`` does; an organism that is not trained is trained with ``--train`` (else
+listed with the command that trains it), a Hub checkpoint downloaded unless ``--offline`` (else
+listed). The command exits 2 when something stayed missing. Exit codes: :data:`headwatch.cli.EXIT_CODES`.
 """
 from __future__ import annotations
 
@@ -35,14 +35,17 @@ from headwatch.files import check_output_dir, write_atomic, write_json_atomic
 
 log = logging.getLogger("headwatch.report")
 
+EXAMPLES = """examples:
+  headwatch report --panel published --out reports/published          figures, CSV, JSON and report.html
+  headwatch report --panel organisms --train --out reports/organisms  train the organisms first if missing
+  headwatch report --panel paper --cache-dir /shared/hw --offline --out reports/paper   from a shared cache
+"""
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, metavar="DIR", help="folder for the figures, CSV and JSON")
-    selection.add_options(parser.add_argument, selection.PANEL_OPTIONS)
+    selection.add_options(parser.add_argument, selection.PANEL_OPTIONS + selection.MISSING_OPTIONS)
     parser.add_argument("--no-figures", action="store_true", help="only the CSV and JSON (default: figures too)")
-    parser.add_argument("--train-missing", action="store_true",
-                        help="measure what the cache lacks first, training organisms and downloading checkpoints "
-                             "as needed (default: list it with the command that fills it, exit 2)")
 
 
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
@@ -64,16 +67,20 @@ def run(args: argparse.Namespace) -> int:
                                               verdict_cell)
     from headwatch.claims.report_render import fragment, standalone_page, versions
 
+    from headwatch.cli.judge import fill_missing, get_organisms, read_records
+    from headwatch.fixtures.organisms.runner import TrainingError
+
     out = check_output_dir(args.out, "--out")
-    choices = selection.choices_from_args(args, train_missing=args.train_missing,
-                                          offline=None if args.train_missing else True)
-    # Listing branches ({ log_spaced = n }) may train an organism or ask the Hub: only with --train-missing.
-    picked = selection.select(choices, progress=False, resolve=False)
-    models = picked.resolve(list_branches=args.train_missing)
+    choices = selection.choices_from_args(args)
+    picked = selection.select(choices, progress=False, resolve=True)
+    models = picked.models
     reader, cache_dir = picked.provider, picked.options.cache_dir
-    if args.train_missing:  # measure what the cache lacks (training and downloading as needed) first
-        for m in models:
-            reader.model_records(m)
+    try:
+        untrained = get_organisms(picked)
+    except TrainingError as e:
+        print(f"headwatch report: {e}", file=sys.stderr)
+        return 1
+    _, _, not_downloaded = read_records(picked)  # measure what the cache lacks; what stays missing is listed below
 
     reports = [model_report(m, reader) for m in models]
     figures = {}
@@ -115,10 +122,10 @@ def run(args: argparse.Namespace) -> int:
           + (f" and {sum(len(v) for v in figures.values())} figures" if figures else ""))
     missing = [r for r in reports if r.missing or not r.records]
     if missing:
-        again = selection.as_argv(choices)
-        print(f"{len(missing)} model(s) lack measurements (nothing was trained, downloaded or measured); to measure "
-              "them and write the report again: "
-              + shlex.join(["headwatch", "report", "--out", args.out, *again, "--train-missing"])
-              + f" (or run the claim tests: {shlex.join(['pytest', 'claims', *again])})", file=sys.stderr)
+        print(f"{len(missing)} model(s) lack measurements:", file=sys.stderr)
+        for line in fill_missing(untrained, not_downloaded):
+            print(line, file=sys.stderr)
+        print("then write the report again: " + shlex.join(["headwatch", "report", "--out", args.out,
+                                                            *selection.as_argv(choices)]), file=sys.stderr)
         return 2
     return 1 if sum(surprises(r.verdicts) for r in reports) else 0
