@@ -489,23 +489,26 @@ def _start_training(config: pytest.Config, model_ids: set[str]) -> None:
     from headwatch import selection
     from headwatch.validation import InputError
 
-    say = _say(config)
-    tr = config.pluginmanager.get_plugin("terminalreporter")
+    plain, tr, started = _say(config), config.pluginmanager.get_plugin("terminalreporter"), []
+
+    def say(text: str, **markup) -> None:  # the step's lines, under one heading
+        if not started and tr is not None:
+            tr.write_sep("-", "headwatch: training model organisms")
+        started.append(True)
+        plain(text, **markup)
 
     def report(p) -> None:
         say(f"organism {p.describe()}", red=p.event == "failed")
 
     try:
         step = selection.ensure_organisms(s.chosen, train=s.chosen.choices.train, model_ids=model_ids,
-                                          background=True, report=report, say=lambda line: say(f"headwatch: {line}"))
+                                          background=True, report=report, say=say)
     except InputError as e:  # --no-train and missing, or more than one run trains unconfirmed
         raise pytest.UsageError(str(e)) from None
     if step.running is None:
         return
-    if tr is not None:
-        tr.write_sep("-", "headwatch: training model organisms")
-    say(f"training {', '.join(step.missing)} as a step of its own (`{' '.join(step.command)}`); the tests that "
-        "need no organism run meanwhile, the others wait for it")
+    say(f"the training step (`{' '.join(step.command)}`) holds {', '.join(step.missing)}: the tests that need no "
+        "organism run meanwhile, the others wait for it")
     s.training = step
 
 

@@ -82,7 +82,8 @@ OPTIONS: dict[str, Option] = {o.dest: o for o in (
                  "the selected models)"),
     _option("--seeds", default=None, metavar="SEEDS", type=validation.argtype(validation.seed_list, "--seeds"),
             help="only the population members with these seeds, e.g. 1-3,1234, in every population entry "
-                 "(docs/populations.md; default: every member)"),
+                 "(docs/populations.md); `organisms train --family F`: the seeds to train (default: every member; "
+                 "organisms train --family: 0)"),
     _option("--device", default="auto", metavar="DEVICE", type=validation.argtype(validation.device, "--device"),
             help="where models that are measured run: cpu, cuda, cuda:N, mps or auto (pytest -n: worker gwN "
                  "takes cuda:N mod the GPU count)"),
@@ -408,9 +409,10 @@ def training_command(chosen: Selection, models: Iterable[Any]) -> list[str]:
     step takes (:data:`TRAIN_STEP_OPTIONS`), ``--panel`` naming the panels they come from and
     ``--models`` narrowed where only some of the selection's organisms are needed."""
     models = list(models)
-    choices = chosen.choices
-    if not choices.panels:
-        choices = replace(choices, panels=tuple(dict.fromkeys(m.panel for m in models)))
+    choices, needed = chosen.choices, {m.panel for m in models}
+    # the panels the models come from, as the user named them (a file by its path), else by name
+    given = tuple(arg for arg, p in zip(choices.panels, chosen.panels) if p.name in needed)
+    choices = replace(choices, panels=given or tuple(dict.fromkeys(m.panel for m in models)))
     if {m.id for m in models} != {m.id for m in organism_models(chosen)}:
         choices = replace(choices, models=tuple(dict.fromkeys(m.name for m in models)))
     return ["headwatch", "organisms", "train", *as_argv(choices, TRAIN_STEP_OPTIONS)]
@@ -426,6 +428,12 @@ def training_cost(organisms: list[str]) -> str:
     seconds = runner.estimate_seconds([estimated_seconds(name) for name in organisms], parallel)
     cores = os.cpu_count() or 1
     return f"about {duration(seconds)} on {cores} core{'s' if cores > 1 else ''}, {parallel} at a time"
+
+
+def step_argv(command: list[str]) -> list[str]:
+    """``command`` (``headwatch organisms train ...``) as this interpreter runs it in the background,
+    printing the progress lines a ``runner.TrainingStep`` reads."""
+    return [sys.executable, "-m", "headwatch", *command[1:], "--progress-lines"]
 
 
 def ensure_organisms(chosen: Selection, *, train: bool, model_ids: Iterable[str] | None = None,
@@ -464,8 +472,7 @@ def ensure_organisms(chosen: Selection, *, train: bool, model_ids: Iterable[str]
             " beside the work that needs none", command)
     validation.check_training_size(len(jobs), cost)
     if background:
-        argv = [sys.executable, "-m", "headwatch", *command[1:], "--progress-lines"]
-        return OrganismStep(names, command, runner.TrainingStep(argv, report=report, say=say).start())
+        return OrganismStep(names, command, runner.TrainingStep(step_argv(command), report=report, say=say).start())
     parallel = runner.default_parallel(TRAIN_THREADS, len(jobs))
     say(f"training {len(jobs)} organism(s) into {where}: {compact(names)} ({cost}, {TRAIN_THREADS} thread each; "
         "each checkpoint is measured as it is saved)")
@@ -506,5 +513,5 @@ def folder_model(folder: Any):
 
 __all__ = ["MISSING_OPTIONS", "OPTIONS", "PANEL_OPTIONS", "TRAIN_STEP_OPTIONS", "Choices", "Option", "OrganismStep",
            "OrganismsNotTrained", "Selection", "add_options", "as_argv", "choices_from_args", "default_panel_names",
-           "ensure_organisms", "folder_model", "missing_organisms", "option_given", "organism_models",
+           "ensure_organisms", "folder_model", "missing_organisms", "step_argv", "option_given", "organism_models",
            "provider_options", "read_choices", "select", "training_command", "training_cost"]

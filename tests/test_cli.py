@@ -37,8 +37,8 @@ def test_every_option_has_help_and_shows_its_default(command):
     parser = build_parser(command)
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
     for action in sub._actions:
-        if isinstance(action, argparse._HelpAction) or not action.option_strings:
-            continue
+        if isinstance(action, argparse._HelpAction) or not action.option_strings or action.help == argparse.SUPPRESS:
+            continue  # a suppressed option is an old spelling, refused with the one to use
         assert action.help, f"{command} {action.option_strings} has no help text"
         rendered = sub.formatter_class(prog="x")._get_help_string(action)
         assert action.required or "default" in rendered, f"{command} {action.option_strings}: {rendered!r}"
@@ -82,7 +82,7 @@ def test_exit_codes_of_the_cli(case, tmp_path, headwatch_cli, monkeypatch, local
         def boom(args):
             raise RuntimeError("a bug planted by the test")
 
-        monkeypatch.setattr(judge_cli, "_records", boom)
+        monkeypatch.setattr(judge_cli, "read_records", boom)
     (tmp_path / "afile").write_text("x")
     argv, code, says = {
         "no command": ([], 2, "required"),
@@ -109,7 +109,7 @@ def test_exit_codes_of_the_cli(case, tmp_path, headwatch_cli, monkeypatch, local
 
 @pytest.mark.parametrize("case", ["judge", "report", "organism cache a file"])
 def test_judge_and_report_train_nothing_unless_asked(case, tmp_path, headwatch_cli, monkeypatch, never_trains):
-    """A missing organism is listed with the command that fills it (exit 2); nothing trains."""
+    """A missing organism is listed with the training step's command (exit 2); nothing trains without --train."""
     monkeypatch.setenv("HEADWATCH_CACHE_DIR", str(tmp_path / "cache"))
     organism_cache = tmp_path / "org"
     if case == "organism cache a file":
@@ -121,11 +121,13 @@ def test_judge_and_report_train_nothing_unless_asked(case, tmp_path, headwatch_c
     else:
         r = headwatch_cli("judge", "--panel", "organisms", "--models", "organism-olmo")
     assert r.code == 2, (r.code, r.err[-2000:])
-    # a file given as the cache is named as such (not "missing: --train-missing", which would fail again)
-    assert ("not a folder" if case == "organism cache a file" else "--train-missing") in r.err, r.err[-2000:]
+    # a file given as the cache is named as such (not "train it with ...", which would fail again)
+    assert ("not a folder" if case == "organism cache a file" else "--train") in r.err, r.err[-2000:]
     assert "Traceback" not in r.err, r.err[-2000:]
     if case == "judge":
-        assert "headwatch organisms train --family olmo" in r.err, r.err
+        assert "headwatch organisms train --panel organisms --models organism-olmo" in r.err, r.err
+    if case == "report":
+        assert "headwatch organisms train --panel organisms" in r.err, r.err
     if case == "organism cache a file":
         assert str(organism_cache) in r.err and organism_cache.read_text() == "x", r.err
     if organism_cache.is_dir():

@@ -260,7 +260,8 @@ def test_report_cli_measures_nothing_and_lists_what_is_missing(tmp_path, capsys)
     out = tmp_path / "out"
     assert _cli("--panel", "organisms", "--out", str(out), "--cache-dir", str(tmp_path / "empty")) == 2
     err = capsys.readouterr().err
-    assert "not measured yet: step0" in err and "--train-missing" in err and "nothing was trained" in err
+    assert "not measured yet: step0" in err and "headwatch organisms train --panel organisms" in err
+    assert "or rerun with --train" in err
     assert not (tmp_path / "empty" / "hub").exists()
     rows = list(csv.DictReader(open(out / "summary.csv", encoding="utf-8")))
     assert {r["status"] for r in rows} == {MISSING}
