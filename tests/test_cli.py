@@ -132,3 +132,32 @@ def test_judge_and_report_train_nothing_unless_asked(case, tmp_path, headwatch_c
         assert str(organism_cache) in r.err and organism_cache.read_text() == "x", r.err
     if organism_cache.is_dir():
         assert not any(organism_cache.rglob("*.safetensors")), "an organism was trained"
+
+
+# ---- headwatch panels ------------------------------------------------------------------------------
+
+
+def test_panels_lists_every_shipped_panel_with_its_models_and_cost(headwatch_cli, tmp_path, monkeypatch, never_trains):
+    from headwatch.fixtures.panels import available_panels
+
+    monkeypatch.setenv("HEADWATCH_ORGANISMS_CACHE", str(tmp_path / "org"))
+    r = headwatch_cli("panels")
+    assert r.code == 0, r.err[-2000:]
+    lines = {line.split()[0]: line for line in r.out.splitlines()}
+    assert sorted(lines) == available_panels()
+    assert "2 model(s) (pythia-1b, olmo-1b): published records: read in seconds; runs without --panel" in lines["published"]
+    assert "3 organism(s), 3 to train first (about " in lines["organisms"] and "runs without --panel" in lines["organisms"]
+    assert "30 Hub checkpoint(s), " in lines["paper"] and " GB to download" in lines["paper"]
+    assert lines["paper"].endswith("needs network and a GPU")
+
+
+def test_panels_check_prints_what_a_file_selects_and_refuses_a_bad_one(headwatch_cli, tmp_path, local_panel_file):
+    r = headwatch_cli("panels", "check", local_panel_file)
+    assert r.code == 0, r.err[-2000:]
+    assert r.out.startswith(f"{local_panel_file}: panel 'exits-local'") and "1 selected" in r.out
+    assert "local checkpoints: measured on first use" in r.out
+    bad = tmp_path / "bad.toml"
+    bad.write_text(local_panel_file.read_text().replace("revisions =", "revisons ="))
+    r = headwatch_cli("panels", "check", bad)
+    assert r.code == 2 and "revisons" in r.err and "Traceback" not in r.err, r.err[-2000:]
+    assert headwatch_cli("panels", "check").code == 2

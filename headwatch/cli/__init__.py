@@ -1,8 +1,9 @@
 """``headwatch`` command line: one subcommand per module of this package.
 
-Each subcommand's module (``measure``, ``measure_panel``, ``organisms``, ``judge``, ``report``)
-exposes ``add_arguments(parser)`` and ``run(args) -> int``; this file only wires them, so adding a
-subcommand is one module and one line in :data:`SUBCOMMANDS`. Only the chosen subcommand's module is
+Each subcommand's module (``measure``, ``measure_panel``, ``organisms``, ``judge``, ``report``,
+``panels``) exposes ``add_arguments(parser)``, ``run(args) -> int`` and ``EXAMPLES`` (its --help
+epilog); this file only wires them, so adding a subcommand is one module and one line in
+:data:`SUBCOMMANDS`. Only the chosen subcommand's module is
 imported, and those modules import torch and transformers inside ``run``, so ``headwatch --help``
 and ``--version`` answer at once. The options that pick panels, models, revisions and where
 measurements live are :mod:`headwatch.selection`'s, shared with the pytest plugin.
@@ -53,7 +54,8 @@ SUBCOMMANDS = {
     "measure-panel": ("headwatch.cli.measure_panel", "measure what a panel lacks as parallel tasks (local pool, Ray, Slurm)"),
     "organisms": ("headwatch.cli.organisms", "train the tiny model organisms into the local Hub cache"),
     "judge": ("headwatch.cli.judge", "judge claims F1-F5 and the causal check; print and write verdicts"),
-    "report": ("headwatch.cli.report", "build the figures and a CSV/JSON summary from cached measurements"),
+    "report": ("headwatch.cli.report", "judge a panel and write its figures, a CSV/JSON summary and report.html"),
+    "panels": ("headwatch.cli.panels", "list the shipped panels (models, what a run costs); check a panel file"),
 }
 
 
