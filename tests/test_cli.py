@@ -161,3 +161,13 @@ def test_panels_check_prints_what_a_file_selects_and_refuses_a_bad_one(headwatch
     r = headwatch_cli("panels", "check", bad)
     assert r.code == 2 and "revisons" in r.err and "Traceback" not in r.err, r.err[-2000:]
     assert headwatch_cli("panels", "check").code == 2
+
+
+def test_offline_names_what_to_download_and_downloads_nothing(headwatch_cli, tmp_path):
+    """--offline, the one flag every front end takes: a checkpoint missing from the Hub cache is listed
+    with the command that fetches it (exit 2); nothing is downloaded."""
+    r = headwatch_cli("judge", "--panel", "paper", "--models", "pythia-1b", "--offline", "--cache-dir", tmp_path / "hw",
+                      "--hub-cache-dir", tmp_path / "hub")
+    assert r.code == 2, r.err[-2000:]
+    assert "the run is offline (--offline or HF_HUB_OFFLINE)" in r.err and "hf download EleutherAI/pythia-1b" in r.err
+    assert "rerun without --offline" in r.err and not any((tmp_path / "hub").rglob("*.safetensors"))
