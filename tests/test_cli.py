@@ -171,3 +171,11 @@ def test_offline_names_what_to_download_and_downloads_nothing(headwatch_cli, tmp
     assert r.code == 2, r.err[-2000:]
     assert "the run is offline (--offline or HF_HUB_OFFLINE)" in r.err and "hf download EleutherAI/pythia-1b" in r.err
     assert "rerun without --offline" in r.err and not any((tmp_path / "hub").rglob("*.safetensors"))
+
+
+@pytest.mark.parametrize("command", [None, *sorted(SUBCOMMANDS)])
+def test_every_help_shows_examples(command, headwatch_cli):
+    """Each --help ends with examples of the command (its module's EXAMPLES), before the exit codes."""
+    r = headwatch_cli(*([command] if command else []), "--help")
+    assert r.code == 0 and "\nexamples:\n  headwatch " in r.out, r.out[-1500:]
+    assert r.out.index("examples:") < r.out.index("exit codes:")
