@@ -586,14 +586,13 @@ def model_scope_of(item: pytest.Item) -> str | None:
 def pytest_xdist_node_collection_finished(node, ids) -> None:
     """On the xdist controller, once the first worker has collected (before any test is handed out):
     the training step for what its tests need."""
-    from headwatch.fixtures.panels import populations
-
     config = node.config
-    if _STATE not in config.stash:
+    if _STATE not in config.stash:  # not a headwatch session: import nothing (a foreign suite's run)
         return
     s = state(config)
     if s.training_asked:
         return
+    from headwatch.fixtures.panels import populations
     if not s.resolved and any(m.revision_query for m in s.selection):  # revisions resolve on the workers
         _start_training(config, {m.id for m in s.selection if m.source == "organism"})
         return

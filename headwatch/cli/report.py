@@ -1,8 +1,8 @@
-"""``headwatch report``: the report's figures, a CSV and a JSON summary of a panel's verdicts.
+"""``headwatch report``: the report's figures, a CSV and a JSON summary, from what is on disk.
 
-Measures what the measurement cache lacks (as ``judge`` does), then reads each panel model's
-records (published files for ``reference`` models, ``--reference-dir DIR`` for the models that
-folder holds, the measurement cache for the others; see
+Reads each panel model's records without measuring anything (published files for ``reference``
+models, ``--reference-dir DIR`` for the models that folder holds, the measurement cache for the
+others; see
 :meth:`headwatch.fixtures.provider.Provider.cached_records`), judges them with the judge the claim
 tests use, and writes into ``--out DIR``::
 
@@ -14,10 +14,11 @@ tests use, and writes into ``--out DIR``::
     DIR/report.html              the verdict table and figures as one self-contained page
 
 The models are :mod:`headwatch.selection`'s (the options pytest and ``judge`` take), and so is the
-policy for what is missing (:data:`~headwatch.selection.MISSING_OPTIONS`): what the cache lacks is
-measured first, as ``judge`` does; an organism that is not trained is trained with ``--train`` (else
-listed with the command that trains it), a Hub checkpoint downloaded unless ``--offline`` (else
-listed). The command exits 2 when something stayed missing. Exit codes: :data:`headwatch.cli.EXIT_CODES`.
+policy for what is missing (:data:`~headwatch.selection.MISSING_OPTIONS`): an organism that is not
+trained is trained first with ``--train`` (the training step, which measures each checkpoint as it
+saves it; else it is listed with that step's command); ``--offline`` asks the Hub nothing (its
+branch lists). Nothing else is measured or downloaded: revisions not yet measured are listed with
+the command that measures them, and the command exits 2. Exit codes: :data:`headwatch.cli.EXIT_CODES`.
 """
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ log = logging.getLogger("headwatch.report")
 EXAMPLES = """examples:
   headwatch report --panel published --out reports/published          figures, CSV, JSON and report.html
   headwatch report --panel organisms --train --out reports/organisms  train the organisms first if missing
-  headwatch report --panel paper --cache-dir /shared/hw --offline --out reports/paper   from a shared cache
+  headwatch report --panel paper --cache-dir /shared/hw --out reports/paper   what measure-panel measured
 """
 
 
@@ -67,20 +68,19 @@ def run(args: argparse.Namespace) -> int:
                                               verdict_cell)
     from headwatch.claims.report_render import fragment, standalone_page, versions
 
-    from headwatch.cli.judge import fill_missing, get_organisms, read_records
+    from headwatch.cli.judge import get_organisms
     from headwatch.fixtures.organisms.runner import TrainingError
 
     out = check_output_dir(args.out, "--out")
     choices = selection.choices_from_args(args)
-    picked = selection.select(choices, progress=False, resolve=True)
-    models = picked.models
+    picked = selection.select(choices, progress=False, resolve=False)
+    models = picked.resolve(list_branches=not choices.offline)  # branch lists ({ log_spaced = n }): never organisms'
     reader, cache_dir = picked.provider, picked.options.cache_dir
     try:
-        untrained = get_organisms(picked)
+        untrained = get_organisms(picked)  # --train: the training step measures as it trains
     except TrainingError as e:
         print(f"headwatch report: {e}", file=sys.stderr)
         return 1
-    _, _, not_downloaded = read_records(picked)  # measure what the cache lacks; what stays missing is listed below
 
     reports = [model_report(m, reader) for m in models]
     figures = {}
@@ -122,10 +122,13 @@ def run(args: argparse.Namespace) -> int:
           + (f" and {sum(len(v) for v in figures.values())} figures" if figures else ""))
     missing = [r for r in reports if r.missing or not r.records]
     if missing:
-        print(f"{len(missing)} model(s) lack measurements:", file=sys.stderr)
-        for line in fill_missing(untrained, not_downloaded):
-            print(line, file=sys.stderr)
-        print("then write the report again: " + shlex.join(["headwatch", "report", "--out", args.out,
-                                                            *selection.as_argv(choices)]), file=sys.stderr)
+        again = selection.as_argv(choices)
+        print(f"{len(missing)} model(s) lack measurements (nothing was measured)", file=sys.stderr)
+        if untrained:
+            print(f"to train the organisms (measured as they train): {shlex.join(untrained)} (or rerun with --train)",
+                  file=sys.stderr)
+        print("to measure the rest: " + shlex.join(["headwatch", "judge", *again])
+              + f" (or run the claim tests: {shlex.join(['pytest', 'claims', *again])}), then write the report again",
+              file=sys.stderr)
         return 2
     return 1 if sum(surprises(r.verdicts) for r in reports) else 0
