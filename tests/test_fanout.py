@@ -284,6 +284,7 @@ def test_measure_panel_dry_run_trains_nothing_and_without_train_refuses(tmp_path
     assert main([*base, "--dry-run", "--train"]) == 0
     out = capsys.readouterr().out
     assert "organisms not trained yet" in out and "organism-olmo" in out and "0 to measure" in out
+    assert "headwatch organisms train --panel organisms --models organism-olmo" in out and "nothing to measure" not in out
     assert main(base) == 2
     err = capsys.readouterr().err
     assert "headwatch organisms train --panel organisms --models organism-olmo --cache-dir" in err and "--train" in err

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -151,7 +152,10 @@ def run(args: argparse.Namespace) -> int:
             by_model.setdefault(t.model.id, (t.model, []))[1].append(t.revision)
         print(estimate(by_model.values(), n_examples=args.n_examples).describe("the tasks to run"))
     if args.dry_run or not plan.tasks:
-        if not plan.tasks:
+        if plan.untrained:  # a dry run: the training step would come first
+            command = selection.training_command(picked, selection.organism_models(picked, plan.untrained))
+            print(f"the organisms would train first ({shlex.join(command)}, or this command with --train)")
+        elif not plan.tasks:
             print("nothing to measure: the claims can run from the cache")
         return 0
 
