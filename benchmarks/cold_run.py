@@ -54,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     repo = clone(commit, tmp)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HEADWATCH_", "PYTEST_", "VIRTUAL_ENV"))}
     env["CI"] = "true"
+    env["PYTHONUNBUFFERED"] = "1"  # pytest's lines as they happen, so that their stamps are true
     loads: list[tuple[float, float]] = []
     stop = threading.Event()
     t0 = time.monotonic()
@@ -65,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     threading.Thread(target=sample, daemon=True).start()
     before = os.getloadavg()
     phases, organisms, summary = {}, {}, ""
-    with open(tmp / "ci.log", "w") as log:
+    with open(tmp / "ci.log", "w", buffering=1) as log:
         proc = subprocess.Popen(["bash", ".ci/run"], cwd=repo, env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True)
         for line in proc.stdout:
