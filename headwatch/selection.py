@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from headwatch import validation
-from headwatch.names import split_list
+from headwatch.names import compact, duration, split_list
 from headwatch.validation import DTYPES, InputError
 
 log = logging.getLogger("headwatch.selection")
@@ -384,7 +384,7 @@ def organism_models(chosen: Selection, model_ids: Iterable[str] | None = None) -
     """The selected organism models (of ``model_ids`` and, for a population id there, its members):
     what the training step trains for this selection."""
     ids = None if model_ids is None else set(model_ids)
-    from headwatch.fixtures.panels import populations
+    from headwatch.fixtures.panels import populations  # deferred: panels read the organisms' recipes (torch)
 
     if ids is not None:  # a population's tests need each of its members
         ids |= {m.id for p in populations(chosen.models) if p.id in ids for m in p.members}
@@ -422,7 +422,6 @@ def training_cost(organisms: list[str]) -> str:
     """About how long training these organisms (``ORGANISMS`` keys, one per training) takes on this
     machine: one thread each, as many at a time as the runner starts."""
     from headwatch.fixtures.organisms import TRAIN_THREADS, estimated_seconds, runner  # deferred: torch
-    from headwatch.names import duration
 
     parallel = runner.default_parallel(TRAIN_THREADS, len(organisms))
     seconds = runner.estimate_seconds([estimated_seconds(name) for name in organisms], parallel)
@@ -460,7 +459,6 @@ def ensure_organisms(chosen: Selection, *, train: bool, model_ids: Iterable[str]
     if not jobs:
         return OrganismStep([], command)
     from headwatch.fixtures.organisms import TRAIN_THREADS, runner  # deferred: torch (the trainer)
-    from headwatch.names import compact
 
     names = [j.name for j in jobs]
     where = ", ".join(dict.fromkeys(str(j.cache_dir) for j in jobs))

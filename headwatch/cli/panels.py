@@ -13,6 +13,9 @@ import argparse
 from dataclasses import replace
 from typing import Any
 
+from headwatch import selection
+from headwatch.names import compact, duration
+
 EXAMPLES = """examples:
   headwatch panels                                  every shipped panel: models, what a run costs
   headwatch panels check my-seed.toml               check a panel file, print what it selects
@@ -21,8 +24,6 @@ EXAMPLES = """examples:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from headwatch import selection  # standard library and headwatch's rules only
-
     parser.add_argument("verb", nargs="?", choices=["list", "check"], default="list",
                         help="list: the shipped panels, one line each; check FILE: check a panel file and print what "
                              "it selects (default: list)")
@@ -30,10 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     selection.add_options(parser.add_argument, ("models", "revisions", "seeds", "organisms_cache_dir"))
 
 
-def _cost(models: list[Any], options: Any) -> str:
-    """What a run of ``models`` costs on this machine, in a few words."""
-    from headwatch import selection
-
+def _cost(models: list[Any], provider: Any) -> str:
+    """What a run of ``models`` costs on this machine, in a few words (``provider`` says where organisms live)."""
     parts = []
     if any(m.source == "reference" for m in models):
         parts.append("published records: read in seconds")
@@ -41,15 +40,14 @@ def _cost(models: list[Any], options: Any) -> str:
     if organisms:
         from headwatch.fixtures.organisms import missing_jobs  # deferred: torch
 
-        keys = {(m.organism.family, m.organism.seed, _organism_dir(m, options)) for m in organisms}
+        keys = {(m.organism.family, m.organism.seed, provider.organism_dir(m)) for m in organisms}
         missing = missing_jobs(sorted(keys, key=str))
         parts.append(f"{len(keys)} organism(s), " + (
             f"{len(missing)} to train first ({selection.training_cost([j.family for j in missing])}; "
             "`headwatch organisms train`, or --train)" if missing else "trained: their measurements are read"))
     hub = [m for m in models if m.source == "hub"]
     if hub:
-        from headwatch.fixtures.estimate import estimate_models
-        from headwatch.names import duration
+        from headwatch.fixtures.estimate import estimate_models  # deferred: torch (a meta build of each config)
 
         cost = estimate_models(hub)
         parts.append(f"{cost.checkpoints} Hub checkpoint(s), {cost.download_bytes / 1e9:,.0f} GB to download, about "
@@ -60,15 +58,7 @@ def _cost(models: list[Any], options: Any) -> str:
     return "; ".join(parts) or "nothing to read"
 
 
-def _organism_dir(m: Any, options: Any) -> Any:
-    from pathlib import Path
-
-    return Path(m.organism.cache_dir).expanduser() if m.organism.cache_dir else options.organism_cache_dir()
-
-
 def _revisions(m: Any) -> str:
-    from headwatch.names import compact
-
     if m.revision_query:
         return "revisions " + ", ".join(f"{k} = {v}" for k, v in m.revision_query.items()) + " (chosen from its branches)"
     return f"{len(m.revisions)} revision(s) ({compact(m.sorted_revisions, limit=4)})"
@@ -84,13 +74,13 @@ def _expects(m: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from headwatch import selection
+    # Deferred: panels and the provider import torch (the organisms' recipes); `headwatch panels --help` need not.
     from headwatch.fixtures.panels import available_panels, default_panels, load_panel, populations
-    from headwatch.names import compact
+    from headwatch.fixtures.provider import Provider
     from headwatch.validation import InputError
 
     choices = selection.choices_from_args(args)
-    options = selection.provider_options(choices, progress=False)
+    provider = Provider(selection.provider_options(choices, progress=False))
     if args.verb == "list":
         if args.file is not None:
             raise InputError(f"headwatch panels list takes no file (got {args.file!r}); to check one: "
@@ -100,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
             panel = load_panel(name)
             needs = [w for w, n in (("network", panel.needs_network), ("a GPU", panel.needs_gpu)) if n]
             print(f"{name:<16} {len(panel.models)} model(s) ({compact([m.name for m in panel.models], limit=4)}): "
-                  f"{_cost(list(panel.models), options)}" + (f"; needs {' and '.join(needs)}" if needs else "")
+                  f"{_cost(list(panel.models), provider)}" + (f"; needs {' and '.join(needs)}" if needs else "")
                   + ("; runs without --panel" if name in default else ""))
         return 0
     if args.file is None:
@@ -118,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {m.id}: {where}{role}; {_revisions(m)}; {_expects(m)}")
     for pop in populations(picked.models):
         print(f"  population {pop.id}: {len(pop.reference)} reference member(s), {len(pop.candidates)} candidate(s)")
-    print(f"cost: {_cost(picked.models, options)}")
+    print(f"cost: {_cost(picked.models, picked.provider)}")
     return 0
 
 
