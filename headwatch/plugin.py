@@ -529,7 +529,10 @@ def _say(config: pytest.Config):
 
 #: The niceness a test process takes while organisms train: the training step's children (one core
 #: each, the longest of them the critical path of a cold run) get the cores first, the tests what
-#: they leave (measured, issue 28: tests competing as equals made the longest child 1.5x slower).
+#: they leave (measured, issue 28: tests competing as equals made the longest child 1.5x slower, and
+#: the cores idled at the end while it trained alone). 10, not 19: the tests still get about a tenth
+#: of a core each, so that the daemons some of them start (Ray, Slurm) come up while training runs;
+#: a model of the cold run's sharing keeps the cores busy to the end from about 300 CPU-seconds of tests.
 YIELD_NICENESS = 10
 
 
