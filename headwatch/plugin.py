@@ -265,6 +265,9 @@ def select_revisions(config: pytest.Config) -> list[Any]:
 @pytest.hookimpl(tryfirst=True)  # before pytest-html reads --self-contained-html
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "xdist_group(name): keep a model's tests on one xdist worker")
+    config.addinivalue_line("markers", "mostly_waits: the test spends its time waiting on other processes (a "
+                                       "cluster, daemons); it runs first, before its process yields the CPU to "
+                                       "organism training (--train), so that what it starts comes up in time")
     config.addinivalue_line("markers", "headwatch: a test written against headwatch's claim-test contract "
                                        "(model_entry, revision, model_records, revision_record)")
     if not wanted(config):
@@ -346,17 +349,19 @@ def _parametrize_populations(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The tests that read a model organism last (beside its training the others run first; xdist's
-    ``--dist load`` hands tests out in this order), and among each kind the formation tests first: an
-    organism that did not form is reported before its claims are judged.
+    """Tests marked ``mostly_waits`` first, the tests that read a model organism last (beside its
+    training the others run first; xdist's ``--dist load`` hands tests out in this order), and among
+    each kind the formation tests first: an organism that did not form is reported before its claims
+    are judged.
     Tests that would meet the placeholder ``model_entry`` (another copy of the claim tests) are one
     usage error naming which claims folder is active."""
     _refuse_other_claim_copies(items)
     if not wanted(config):
         return
 
-    def rank(item: pytest.Item) -> tuple[bool, bool]:
-        return needs_organism(item), not (is_claim_test(item.path) and item.path.name == "test_formation.py")
+    def rank(item: pytest.Item) -> tuple[bool, bool, bool]:
+        return (item.get_closest_marker("mostly_waits") is None, needs_organism(item),
+                not (is_claim_test(item.path) and item.path.name == "test_formation.py"))
 
     items[:] = sorted(items, key=rank)
 
@@ -530,18 +535,22 @@ def _say(config: pytest.Config):
 #: The niceness a test process takes while organisms train: the training step's children (one core
 #: each, the longest of them the critical path of a cold run) get the cores first, the tests what
 #: they leave (measured, issue 28: tests competing as equals made the longest child 1.5x slower, and
-#: the cores idled at the end while it trained alone). 10, not 19: the tests still get about a tenth
-#: of a core each, so that the daemons some of them start (Ray, Slurm) come up while training runs;
-#: a model of the cold run's sharing keeps the cores busy to the end from about 300 CPU-seconds of tests.
-YIELD_NICENESS = 10
+#: the cores idled at the end while it trained alone). 7, not 19: beside three children on two cores
+#: a test still gets about an eighth of a core, so that a subprocess with a timeout finishes; a model
+#: of the cold run's sharing (CFS weights) keeps the cores busy to the end from about 300 CPU-seconds
+#: of tests (a warm run takes about 420). Tests that start daemons are ``mostly_waits``: run first,
+#: before their process yields.
+YIELD_NICENESS = 7
 
 
-def _yield_to_training(config: pytest.Config) -> None:
-    """Before this process's first test: where organisms of the selection are training now (a step
-    holds their locks: this session's, or anyone's), lower this process's CPU priority for the rest
-    of the session, so that the tests beside training take only the cores it leaves idle."""
-    s = config.stash.get(_STATE, None)
-    if s is None or s.yield_checked:
+def _yield_to_training(item: pytest.Item) -> None:
+    """Before this process's first test not marked ``mostly_waits``: where organisms of the selection
+    are training now (a step holds their locks: this session's, or anyone's), lower this process's CPU
+    priority for the rest of the session, so that the tests beside training take the cores it leaves.
+    A test marked ``mostly_waits`` (it starts daemons, a cluster, and waits on them; ordered first)
+    runs before that, at the priority it started with, so that its daemons come up in time."""
+    s = item.config.stash.get(_STATE, None)
+    if s is None or s.yield_checked or item.get_closest_marker("mostly_waits") is not None:
         return
     s.yield_checked = True
     keys = {(m.organism.family, m.organism.seed, s.provider.organism_dir(m)) for m in s.selection
@@ -664,7 +673,7 @@ def _is_headwatch_test(item: pytest.Item) -> bool:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    _yield_to_training(item.config)
+    _yield_to_training(item)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -20,16 +20,21 @@ from headwatch.fixtures.reference import PUBLISHED_DIR
 
 
 def test_help_and_version_are_fast_and_import_no_torch():
-    code = ("import sys, time; t0 = time.perf_counter(); from headwatch.cli import main\n"
+    """Help costs under a CPU-second (CPU time, not wall time: the suite's processes may run at a low
+    priority beside organism training, and a loaded machine must not fail this)."""
+    code = ("import sys, time; t0 = time.process_time(); from headwatch.cli import main\n"
             "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
-            "print('seconds', time.perf_counter() - t0); print('torch' in sys.modules, 'transformers' in sys.modules)")
-    out = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=60)
+            "print('seconds', time.process_time() - t0); print('torch' in sys.modules, 'transformers' in sys.modules)")
+    out = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=300)
     lines = out.stdout.strip().splitlines()
     assert lines[-1] == "False False", out.stdout  # nothing heavy is imported to print help
     assert float(lines[-2].split()[1]) < 1.0
-    t0 = time.perf_counter()
-    version = subprocess.run([sys.executable, "-P", "-m", "headwatch", "--version"], capture_output=True, text=True)
-    assert version.stdout.strip() == f"headwatch {__version__}" and time.perf_counter() - t0 < 5
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    version = subprocess.run([sys.executable, "-P", "-m", "headwatch", "--version"], capture_output=True, text=True,
+                             timeout=300)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    assert version.stdout.strip() == f"headwatch {__version__}" and cpu < 5, cpu
 
 
 @pytest.mark.parametrize("command", sorted(SUBCOMMANDS))

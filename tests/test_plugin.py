@@ -198,34 +198,39 @@ def test_the_xdist_controller_starts_the_step_for_what_the_workers_collected(pyt
 
 
 def test_a_test_process_yields_the_cpu_while_organisms_train(tmp_path):
-    """Before its first test, a process of a session whose organisms a step is training (holds their
-    locks) lowers its own CPU priority (the step's children keep theirs); where nothing trains it
-    keeps its own. Asked in a forked child: this process's niceness must not change."""
+    """Before its first test not marked mostly_waits, a process of a session whose organisms a step is
+    training (holds their locks) lowers its own CPU priority (the step's children keep theirs); where
+    nothing trains it keeps its own. Asked in a forked child: this process's niceness must not change."""
     from headwatch.fixtures.panels import load_panel
 
     olmo = [m for m in load_panel("organisms").models if m.organism.family == "olmo"]
 
-    def niceness_after_yield() -> int:
-        session = plugin.HeadwatchSession(chosen=SimpleNamespace(
-            models=olmo, provider=SimpleNamespace(organism_dir=lambda m: tmp_path)))
+    def niceness_after(*marks: str) -> int:
+        """How much the niceness of a process rose over tests with these marks (in order)."""
+        config = SimpleNamespace(stash={plugin._STATE: plugin.HeadwatchSession(chosen=SimpleNamespace(
+            models=olmo, provider=SimpleNamespace(organism_dir=lambda m: tmp_path)))})
         r, w = os.pipe()
         pid = os.fork()
-        if pid == 0:  # a test process before its first test
+        if pid == 0:  # a test process before its tests
             try:
                 before = os.nice(0)
-                plugin._yield_to_training(SimpleNamespace(stash={plugin._STATE: session}))
-                os.write(w, str(os.nice(0) - before).encode())
+                for mark in marks:
+                    item = SimpleNamespace(config=config, get_closest_marker=lambda name, mark=mark: name == mark or None)
+                    plugin._yield_to_training(item)
+                    os.write(w, f"{os.nice(0) - before} ".encode())
             finally:
                 os._exit(0)
         os.close(w)
         os.waitpid(pid, 0)
         with os.fdopen(r) as f:
-            return int(f.read())
+            return [int(x) for x in f.read().split()]
 
-    assert niceness_after_yield() == 0  # nothing trains
+    assert niceness_after("") == [0]  # nothing trains
     locks = runner.hold_locks([runner.TrainingJob("olmo", 0, tmp_path)])  # a step holds olmo's lock
     try:
-        assert niceness_after_yield() == plugin.YIELD_NICENESS
+        risen = min(19 - os.nice(0), plugin.YIELD_NICENESS)  # a process already niced rises to 19 at most
+        assert niceness_after("", "") == [risen, risen]  # once, before the first test
+        assert niceness_after("mostly_waits", "mostly_waits", "", "mostly_waits") == [0, 0, risen, risen]
     finally:
         for f in locks.values():
             f.close()
