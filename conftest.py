@@ -9,10 +9,13 @@ Hypothesis: with ``CI`` set (``.ci/run`` sets it) the ``ci`` profile runs: deran
 tries the same examples, so a red CI run is reproducible and a green one is not luck) and with no
 example database (nothing a previous run found is carried into the next). Otherwise the ``dev``
 profile: random examples, and hypothesis' usual database under .hypothesis/ so that a failure found
-locally is replayed first. Per-test ``@settings`` (max_examples, deadline) apply on top of either.
+locally is replayed first. Neither has a per-example deadline: a test process yields the CPU to
+organism training beside it (``--train``), and a wall-clock deadline would then fail on the machine's
+load, not on the code (speed is measured in benchmarks/, never asserted). Per-test ``@settings``
+(max_examples) apply on top of either.
 The profile of this run is printed in pytest's header by hypothesis.
 
-``--dist``: pyproject's addopts pass ``--dist loadgroup`` (xdist's option); with ``-p no:xdist``
+``--dist``: pyproject's addopts pass ``--dist load`` (xdist's option); with ``-p no:xdist``
 nobody would define it and every run would stop with "unrecognized arguments: --dist". Here, and
 only when xdist is blocked, it is accepted and ignored (this file is the project's own: foreign
 suites never see it).
@@ -27,8 +30,8 @@ except ImportError:  # the test extra is not installed: nothing to configure
     settings = None
 
 if settings is not None:
-    settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
-    settings.register_profile("dev", print_blob=True)
+    settings.register_profile("ci", derandomize=True, database=None, print_blob=True, deadline=None)
+    settings.register_profile("dev", print_blob=True, deadline=None)
     settings.load_profile("ci" if os.environ.get("CI") else os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 

@@ -25,9 +25,9 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from headwatch.fixtures.hubcache import repo_folder
-from headwatch.fixtures.organisms import FAMILIES, ORGANISMS, TRAIN_THREADS, ensure_trained
+from headwatch.fixtures.organisms import FAMILIES, ORGANISMS, TRAIN_THREADS, missing_jobs, runner
 from headwatch.fixtures.panels import organism_panel_model
-from headwatch.fixtures.organisms.train import TrainLog, state_folder
+from headwatch.fixtures.organisms.train import TrainLog, repo_id, state_folder
 from headwatch.fixtures.provider import Provider, ProviderOptions
 
 
@@ -127,7 +127,9 @@ def main(argv: list[str] | None = None) -> int:
         before = load_average()
         t0 = time.perf_counter()
         plan = provider.measure_plan(organism_panel_model(family, args.seed, cache_dir)) if args.probe else None
-        repo = ensure_trained(family, args.seed, cache_dir, measure=plan)
+        key = (family, args.seed, cache_dir)
+        runner.train_in_subprocesses(missing_jobs([key], measure={key: plan}), threads=TRAIN_THREADS, parallel=1)
+        repo = repo_id(family, args.seed)
         wall = time.perf_counter() - t0
         log = TrainLog.load(state_folder(cache_dir, family, args.seed) / "log.json")
         results[family] = {

@@ -1,7 +1,8 @@
 """The headwatch pytest plugin: the claim tests' fixtures, xdist, the report, the exit status.
 
-Its options and what they select (panels, models, revisions, the provider) are
-:mod:`headwatch.selection`'s, the same the CLI's subcommands take; ``--no-train`` is its own.
+Its options and what they select (panels, models, revisions, the provider), and the policy for what
+is missing (``--train/--no-train``, ``--offline``), are :mod:`headwatch.selection`'s, the same the
+CLI's subcommands take.
 
 Registered through the ``pytest11`` entry point, so pytest loads it wherever headwatch is installed.
 It stays inert for anyone else's tests: nothing is parsed, trained, measured or printed unless a
@@ -20,17 +21,22 @@ The contract the claim tests code against:
   ``headwatch.fixtures.panels.Population``, id its name); one that requests ``candidate`` once per
   candidate member (id the member's), ``population`` being its own; ``population_records`` maps
   each member's id to its records.
-- with ``--dist loadgroup`` one model's tests stay on one worker (headwatch/fixtures/scheduling.py);
-  worker ``gwN`` measures on ``cuda:(N mod GPUs)`` with ``--device cuda/auto``.
+- under xdist (``--dist load``, pyproject's) a model's tests may run on any worker: each revision
+  is measured once all the same (the measurement cache's per-entry lock); worker ``gwN`` measures on
+  ``cuda:(N mod GPUs)`` with ``--device cuda/auto``. Each claim test carries ``xdist_group(model)``
+  for ``--dist loadgroup`` where xdist can honour it.
 - a claim module may narrow the models it runs on with a module attribute
   ``headwatch_models = (what the model must have, predicate(PanelModel) -> bool)``
   (claims/test_formation.py: models that declare formation); with none left, its test is one
   skip naming what no selected model has.
-- the formation tests (claims/test_formation.py) run before every other claim test.
-- organisms the collected tests need and the cache lacks are trained by the process that talks to
-  the terminal, one line per checkpoint: without xdist before the tests; on the xdist controller
-  beside them (the tests that need no organism run on the cores training leaves, those marked
-  ``mostly_waits`` at once, and a test that needs one waits for its training to end).
+- the formation tests (claims/test_formation.py) run before every other claim test of their
+  models; the tests that read a model organism run after every test that does not.
+- organisms the collected tests need and the cache lacks: with ``--train``, the process that talks
+  to the terminal starts the training step (``headwatch organisms train``, a process of its own:
+  :func:`headwatch.selection.ensure_organisms`) once the tests are collected, relaying one line per
+  checkpoint; the tests that need no organism run meanwhile at a lower CPU priority, and a test that
+  reads one waits for its training to end (its lock). Without ``--train``: a usage error (exit 4)
+  naming the command, before any test runs. Interrupted, the step stops; a rerun resumes it.
 - what ran (panels, models, revisions, device, dtype, cache hits vs fresh runs): :func:`run_info`,
   merged from all workers on the xdist controller.
 - a crash is not a failed claim: in a claim test, an exception that is not an assertion (a bug in
@@ -44,8 +50,10 @@ from __future__ import annotations
 # pytest run in the environment, and must cost a foreign test suite nothing (no panels, no torch).
 import importlib.util
 import os
+import re
 import time
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -77,20 +85,12 @@ class HeadwatchSession:
 
     #: The user's selection (headwatch.selection.Selection): panels, models, the provider and its RunInfo.
     chosen: Any
-    #: organisms already handed to the trainer (once per session, on the process with the terminal)
-    pretrained: bool = False
-    #: on an xdist worker: no organism of the selection is training any more (see _yield_to_training)
-    training_over: bool = False
-    #: on the xdist controller: the organisms training while the workers run other tests
-    #: (fixtures/organisms/runner.py's BackgroundTraining), and which model ids wait for which job
+    #: the training step was asked for (once per session, on the process with the terminal)
+    training_asked: bool = False
+    #: the training step running beside the tests (a headwatch.selection.OrganismStep), on that process
     training: Any = None
-    training_models: dict[str, Any] = field(default_factory=dict)
-
-    def waits_for_training(self, model_id: str) -> bool:
-        """Whether ``model_id``'s tests would wait for an organism still training (the scheduler
-        hands out other work first)."""
-        job = self.training_models.get(model_id)
-        return job is not None and self.training is not None and not self.training.finished(job)
+    #: this process has decided whether to yield the CPU to training (before its first test)
+    yield_checked: bool = False
 
     @property
     def options(self):  # ProviderOptions
@@ -121,7 +121,7 @@ class HeadwatchSession:
 
 #: The selection options pytest takes (headwatch.selection.OPTIONS: the CLI's flags, meaning the same).
 SELECTION_OPTIONS = ("panel", "models", "revisions", "seeds", "device", "dtype", "n_examples", "cache_dir",
-                     "hub_cache_dir", "organisms_cache_dir", "reference_dir", "refresh")
+                     "hub_cache_dir", "organisms_cache_dir", "reference_dir", "refresh", "train", "offline")
 #: headwatch's options live under this prefix in pytest's namespace (``config.getoption("headwatch_panel")``).
 DEST = "headwatch_"
 
@@ -131,9 +131,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
     g = parser.getgroup("headwatch", "headwatch panels and measurements")
     selection.add_options(g.addoption, SELECTION_OPTIONS, dest_prefix=DEST)
-    g.addoption("--no-train", action="store_true", default=False, dest=DEST + "no_train",
-                help="never train model organisms: the tests of an organism the cache lacks error with the command "
-                     "that trains it (default: the first run trains them)")
 
 
 def _get(config: pytest.Config) -> Any:
@@ -152,7 +149,7 @@ def is_claim_test(path: Path | str) -> bool:
 def _headwatch_option_given(config: pytest.Config) -> bool:
     from headwatch.selection import option_given
 
-    return option_given(_get(config), SELECTION_OPTIONS) or bool(config.getoption(DEST + "no_train"))
+    return option_given(_get(config), SELECTION_OPTIONS)
 
 
 def _arg_paths(config: pytest.Config) -> list[Path]:
@@ -235,7 +232,7 @@ def _setup(config: pytest.Config) -> HeadwatchSession:
     else:
         since = time.time() if refresh else None
     try:
-        choices = selection.read_choices(_get(config), train_missing=not config.getoption(DEST + "no_train"))
+        choices = selection.read_choices(_get(config))
         chosen = selection.select(choices, resolve=False, refresh_since=since)
         chosen.check_measuring()
     except InputError as e:
@@ -269,8 +266,8 @@ def select_revisions(config: pytest.Config) -> list[Any]:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "xdist_group(name): keep a model's tests on one xdist worker")
     config.addinivalue_line("markers", "mostly_waits: the test spends its time waiting on other processes (a "
-                                       "cluster, daemons); under xdist it runs first, beside organism training, "
-                                       "instead of waiting for a core training leaves idle")
+                                       "cluster, daemons); it runs first, before its process yields the CPU to "
+                                       "organism training (--train), so that what it starts comes up in time")
     config.addinivalue_line("markers", "headwatch: a test written against headwatch's claim-test contract "
                                        "(model_entry, revision, model_records, revision_record)")
     if not wanted(config):
@@ -352,17 +349,19 @@ def _parametrize_populations(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Formation tests first (after tests marked ``mostly_waits``): an organism that did not form is
-    reported before its claims are judged.
+    """Tests marked ``mostly_waits`` first, the tests that read a model organism last (beside its
+    training the others run first; xdist's ``--dist load`` hands tests out in this order), and among
+    each kind the formation tests first: an organism that did not form is reported before its claims
+    are judged.
     Tests that would meet the placeholder ``model_entry`` (another copy of the claim tests) are one
     usage error naming which claims folder is active."""
     _refuse_other_claim_copies(items)
     if not wanted(config):
         return
-    def rank(item: pytest.Item) -> int:
-        if item.get_closest_marker("mostly_waits") is not None:
-            return 0  # they cost the cores nothing: started first, beside any training
-        return 1 if is_claim_test(item.path) and item.path.name == "test_formation.py" else 2
+
+    def rank(item: pytest.Item) -> tuple[bool, bool, bool]:
+        return (item.get_closest_marker("mostly_waits") is None, needs_organism(item),
+                not (is_claim_test(item.path) and item.path.name == "test_formation.py"))
 
     items[:] = sorted(items, key=rank)
 
@@ -447,62 +446,75 @@ def revision_record(pytestconfig: pytest.Config, model_entry, revision):
     return state(pytestconfig).provider.revision_record(model_entry, revision)
 
 
-# ---- organisms first: trained by the process that owns the terminal ------------------------------
+# ---- organisms: the training step the claims depend on ---------------------------------------------
 
 
-def _pretrain(config: pytest.Config, model_ids: set[str], *, background: bool = False) -> None:
-    """Train the organisms of ``model_ids`` that the cache lacks, one line per checkpoint.
+def needs_organism(item: pytest.Item) -> bool:
+    """Whether a collected test reads a model organism (its model, or a member of its population)."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    entry, population = params.get("model_entry"), params.get("population")
+    return (getattr(entry, "source", None) == "organism"
+            or any(m.origin.trains for m in getattr(population, "members", ())))
 
-    ``background`` (the xdist controller): return once every organism's lock is taken and training
-    has started on a thread; tests that need an organism wait for it (its lock), the others run
-    meanwhile, and :func:`pytest_sessionfinish` reports the end.
+
+def model_scope(nodeid: str, model_ids: Iterable[str]) -> str | None:
+    """The model (or population) id a test node id belongs to, or None.
+
+    ``model_ids`` are the selected ids. Inside the node id's last ``[...]``, an id must stand
+    between boundaries (start, ``-``, ``[``) and (``@``, ``-``, end); the longest match wins, so
+    ``pythia-1b`` never claims ``pythia-1b-deduped``'s tests.
     """
+    if "[" not in nodeid or not nodeid.endswith("]"):
+        return None
+    params = nodeid[nodeid.index("[") + 1 : -1]
+    best = None
+    for mid in model_ids:
+        for m in re.finditer(re.escape(mid), params):
+            before = params[m.start() - 1] if m.start() > 0 else ""
+            after = params[m.end()] if m.end() < len(params) else ""
+            if before in ("", "-") and after in ("", "@", "-") and (best is None or len(mid) > len(best)):
+                best = mid
+    return best
+
+
+def _start_training(config: pytest.Config, model_ids: set[str]) -> None:
+    """On the process that owns the terminal, once the tests are collected: the training step for the
+    organisms the collected tests need (:func:`headwatch.selection.ensure_organisms`, the one way
+    every front end gets them). With ``--train`` it runs as a process of its own beside the tests,
+    which return only once it holds every organism's lock: a test that reads one waits for its
+    training to end (the provider waits on the lock), the others run meanwhile (yielding the CPU to
+    it: :func:`_yield_to_training`). Without ``--train`` a missing organism is a usage error naming
+    the command that trains it, before any test runs."""
     s = config.stash.get(_STATE, None)
-    if s is None or s.pretrained:
+    if s is None or s.training_asked or config.option.collectonly:
         return
-    s.pretrained = True
-    if not s.options.train_missing:  # --no-train: the tests of a missing organism error, naming the command
+    s.training_asked = True
+    if not model_ids:
         return
-    wanted_models = [m for m in s.selection if m.id in model_ids and m.source == "organism"]
-    if not wanted_models:
-        return
-    from headwatch.fixtures.organisms import TRAIN_THREADS, missing_jobs
-    from headwatch.fixtures.organisms.runner import (BackgroundTraining, TrainingError, default_parallel,
-                                                     train_in_subprocesses)
+    from headwatch import selection
+    from headwatch.validation import InputError
 
-    def key(m) -> tuple[str, int, Path]:
-        return _organism_key(s, m)
+    plain, tr, started = _say(config), config.pluginmanager.get_plugin("terminalreporter"), []
 
-    # Each child measures its checkpoints as it saves them, into this session's cache.
-    jobs = missing_jobs([key(m) for m in wanted_models],
-                        measure={key(m): s.provider.measure_plan(m) for m in reversed(wanted_models)})
-    if not jobs:
-        return
-    tr = config.pluginmanager.get_plugin("terminalreporter")
-    workers = int(getattr(config.option, "numprocesses", 0) or 0)
-    parallel = default_parallel(TRAIN_THREADS, len(jobs), workers or None)
-    say = _say(config)
-    if tr is not None:
-        tr.write_sep("-", "headwatch: training model organisms")
-    say(f"{len(jobs)} organism(s) missing from {jobs[0].cache_dir}: {', '.join(j.name for j in jobs)}; "
-        f"{parallel} at a time, {TRAIN_THREADS} thread each (first run only; later runs reuse them)"
-        + ("; the tests that need no organism run on the cores training leaves idle" if background else ""))
-    t0 = time.monotonic()
+    def say(text: str, **markup) -> None:  # the step's lines, under one heading
+        if not started and tr is not None:
+            tr.write_sep("-", "headwatch: training model organisms")
+        started.append(True)
+        plain(text, **markup)
 
     def report(p) -> None:
         say(f"organism {p.describe()}", red=p.event == "failed")
 
-    if background:
-        by_key = {(j.family, j.seed, Path(j.cache_dir)): j for j in jobs}
-        s.training_models = {m.id: by_key[key(m)] for m in wanted_models if key(m) in by_key}
-        s.training = BackgroundTraining(jobs, threads=TRAIN_THREADS, parallel=parallel, report=report).start()
-        return
     try:
-        train_in_subprocesses(jobs, threads=TRAIN_THREADS, parallel=parallel, report=report)
-    except TrainingError as e:
-        say(f"headwatch: {e}; the tests that need these organisms will fail", red=True)
+        step = selection.ensure_organisms(s.chosen, train=s.chosen.choices.train, model_ids=model_ids,
+                                          background=True, report=report, say=say)
+    except InputError as e:  # --no-train and missing, or more than one run trains unconfirmed
+        raise pytest.UsageError(str(e)) from None
+    if step.running is None:
         return
-    say(f"organisms trained in {time.monotonic() - t0:.0f} s")
+    say(f"the training step (`{' '.join(step.command)}`) holds {', '.join(step.missing)}: the tests that need no "
+        "organism run meanwhile, the others wait for it")
+    s.training = step
 
 
 def _say(config: pytest.Config):
@@ -520,107 +532,89 @@ def _say(config: pytest.Config):
     return say
 
 
-def _organism_key(s: HeadwatchSession, m) -> tuple[str, int, Path]:
-    """(family, seed, cache folder) of an organism model: what its training lock is named after."""
-    where = Path(m.organism.cache_dir).expanduser() if m.organism.cache_dir else s.options.organism_cache_dir()
-    return (m.organism.family, m.organism.seed, where)
+#: The niceness a test process takes while organisms train: the training step's children (one core
+#: each, the longest of them the critical path of a cold run) get the cores first, the tests what
+#: they leave (measured, issue 28: tests competing as equals made the longest child 1.5x slower, and
+#: the cores idled at the end while it trained alone). 7, not 19: beside three children on two cores
+#: a test still gets about an eighth of a core, so that a subprocess with a timeout finishes; a model
+#: of the cold run's sharing (CFS weights) keeps the cores busy to the end from about 300 CPU-seconds
+#: of tests (a warm run takes about 420). Tests that start daemons are ``mostly_waits``: run first,
+#: before their process yields.
+YIELD_NICENESS = 7
 
 
 def _yield_to_training(item: pytest.Item) -> None:
-    """On xdist worker ``gwN``, before a test: while K organisms of the selection train (the
-    controller's background training, or anyone's), wait until N + K < cores.
-
-    Training children compute on one thread each and the longest of them decides when the organism
-    tests can start; tests beside them only slow them down (on 2 cores, two workers beside three
-    children made the slowest child take 1.5x as long). So the tests that need no organism take
-    only the cores training leaves idle: none while two or more children train on 2 cores, one
-    worker's once a single child is left, all once training is over (checked no more after that).
-    A test marked ``mostly_waits`` runs at once: it barely computes.
-    """
-    config = item.config
-    if item.get_closest_marker("mostly_waits") is not None:
+    """Before this process's first test not marked ``mostly_waits``: where organisms of the selection
+    are training now (a step holds their locks: this session's, or anyone's), lower this process's CPU
+    priority for the rest of the session, so that the tests beside training take the cores it leaves.
+    A test marked ``mostly_waits`` (it starts daemons, a cluster, and waits on them; ordered first)
+    runs before that, at the priority it started with, so that its daemons come up in time."""
+    s = item.config.stash.get(_STATE, None)
+    if s is None or s.yield_checked or item.get_closest_marker("mostly_waits") is not None:
         return
-    s = config.stash.get(_STATE, None)
-    worker = getattr(config, "workerinput", {}).get("workerid")
-    if s is None or s.training_over or worker is None:
+    s.yield_checked = True
+    keys = {(m.organism.family, m.organism.seed, s.provider.organism_dir(m)) for m in s.selection
+            if m.origin.trains and m.organism is not None}
+    if not keys or not hasattr(os, "nice"):
         return
-    keys = [_organism_key(s, m) for m in s.selection if m.source == "organism"]
-    from headwatch.fixtures.organisms.runner import training_now
-    from headwatch.fixtures.scheduling import worker_may_run
+    from headwatch.fixtures.organisms.runner import training_now  # deferred: torch (the organisms package)
 
-    index = int(worker.removeprefix("gw")) if worker.removeprefix("gw").isdigit() else 0
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    while True:
-        busy = training_now(keys) if keys else 0
-        if busy == 0:
-            s.training_over = True
-            return
-        if worker_may_run(index, busy, cores):
-            return
-        time.sleep(1.0)
+    if training_now(keys):
+        os.nice(YIELD_NICENESS)
 
 
 def _finish_training(config: pytest.Config, stop: bool) -> None:
-    """On the xdist controller: wait for the organisms training in the background (every test that
-    needed one has waited for it already), or ``stop`` them (an interrupted session: they resume
-    next time); say how it ended."""
+    """On the process that started the training step: wait for it to end (every test that needed an
+    organism has waited for it already), or ``stop`` it (an interrupted session: the organisms resume
+    from their last saved state next time); say how it ended."""
     s = config.stash.get(_STATE, None)
     if s is None or s.training is None:
         return
-    training, s.training = s.training, None
-    early = stop and training.running
-    error = training.cancel() if early else training.join()
+    step, s.training = s.training.running, None
+    error = step.stop() if stop else step.wait()
     say = _say(config)
     if error is not None:
-        say(f"headwatch: {error}" + ("" if early else "; the tests that needed these organisms failed"), red=True)
+        say(f"headwatch: {error}" + ("" if stop else "; the tests that needed these organisms failed"), red=True)
     else:
-        say(f"organisms trained in {training.seconds:.0f} s")
+        say(f"organisms trained in {step.seconds:.0f} s")
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Without xdist: train what the collected claim tests need before they run."""
+    """Without xdist: the training step for what the collected tests need, before they run."""
     config = session.config
     if getattr(config, "workerinput", None) is not None or _STATE not in config.stash:
         return
-    ids = {item.callspec.params["model_entry"].id for item in session.items
-           if hasattr(item, "callspec") and hasattr(item.callspec.params.get("model_entry"), "organism")}
-    ids |= {m.id for item in session.items if hasattr(item, "callspec")
-            for m in getattr(item.callspec.params.get("population"), "members", ())}
-    _pretrain(config, ids)
+    _start_training(config, {model_scope_of(item) for item in session.items if needs_organism(item)} - {None})
+
+
+def model_scope_of(item: pytest.Item) -> str | None:
+    """The model or population id of a collected claim test (None for any other test)."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    found = params.get("model_entry") or params.get("population")
+    return getattr(found, "id", None)
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_node_collection_finished(node, ids) -> None:
-    """On the xdist controller: once the first worker has collected, train what its tests need
-    (the workers wait for their first tests meanwhile)."""
-    from headwatch.fixtures.scheduling import model_scope
-
+    """On the xdist controller, once the first worker has collected (before any test is handed out):
+    the training step for what its tests need."""
     config = node.config
-    if _STATE not in config.stash:
+    if _STATE not in config.stash:  # not a headwatch session: import nothing (a foreign suite's run)
         return
     s = state(config)
-    if s.pretrained:
+    if s.training_asked:
         return
-    if not s.resolved and any(m.revision_query for m in s.selection):
-        s.pretrained = True  # log-spaced revisions resolve on the workers (which train on first use)
+    from headwatch.fixtures.panels import populations
+    if not s.resolved and any(m.revision_query for m in s.selection):  # revisions resolve on the workers
+        _start_training(config, {m.id for m in s.selection if m.origin.trains})
         return
-    known = [m.id for m in select_revisions(config)]
-    _pretrain(config, {mid for i in ids if (mid := model_scope(i, known)) is not None}, background=True)
+    models = select_revisions(config)
+    organisms = [m.id for m in models if m.origin.trains]
+    organisms += [p.id for p in populations(models) if any(m.origin.trains for m in p.members)]
+    _start_training(config, {mid for i in ids if (mid := model_scope(i, organisms)) is not None})
 
 
 # ---- xdist: refresh time to workers, run info back to the controller ---------------------------
-
-
-@pytest.hookimpl(tryfirst=True, optionalhook=True)
-def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    """With ``--dist loadgroup``: group by model on the controller (see fixtures/scheduling.py)."""
-    if config.getvalue("dist") != "loadgroup" or _STATE not in config.stash:
-        return None
-    from headwatch.fixtures.scheduling import make_scheduler
-
-    s = state(config)
-    return make_scheduler(config, log, [m.id for m in s.selection], waits=s.waits_for_training,
-                          training=lambda: s.training is not None and s.training.running)
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -31,14 +31,19 @@ reads :data:`OPTIONS` in every pytest run of the environment, and ``headwatch --
 """
 from __future__ import annotations
 
+import argparse
 import logging
+import os
 import re
+import shlex
+import sys
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from headwatch import validation
-from headwatch.names import split_list
+from headwatch.names import compact, duration, split_list
 from headwatch.validation import DTYPES, InputError
 
 log = logging.getLogger("headwatch.selection")
@@ -77,7 +82,8 @@ OPTIONS: dict[str, Option] = {o.dest: o for o in (
                  "the selected models)"),
     _option("--seeds", default=None, metavar="SEEDS", type=validation.argtype(validation.seed_list, "--seeds"),
             help="only the population members with these seeds, e.g. 1-3,1234, in every population entry "
-                 "(docs/populations.md; default: every member)"),
+                 "(docs/populations.md); `organisms train --family F`: the seeds to train (default: every member; "
+                 "organisms train --family: 0)"),
     _option("--device", default="auto", metavar="DEVICE", type=validation.argtype(validation.device, "--device"),
             help="where models that are measured run: cpu, cuda, cuda:N, mps or auto (pytest -n: worker gwN "
                  "takes cuda:N mod the GPU count)"),
@@ -103,11 +109,25 @@ OPTIONS: dict[str, Option] = {o.dest: o for o in (
                  "(default: none)"),
     _option("--refresh", action="store_true", default=False,
             help="recompute the cached measurements of the selected models"),
+    _option("--train", action=argparse.BooleanOptionalAction, default=False,
+            help="train the model organisms the selection needs and the organism cache lacks, as a step of its own "
+                 "(`headwatch organisms train`: about 10 min on 2 cores for the organisms panel; under pytest beside "
+                 "the tests that need no organism). Default --no-train: a missing organism is refused before "
+                 "anything runs, naming the command that trains it"),
+    _option("--offline", action="store_true", default=False,
+            help="resolve Hub checkpoints from the local Hub cache only: nothing is downloaded, and a checkpoint "
+                 "missing there is refused naming the command that downloads it (default: off, unless HF_HUB_OFFLINE=1)"),
 )}
 
 #: What each front end takes (the CLI's ``measure`` takes device, dtype and hub-cache-dir with its own probe flags).
 PANEL_OPTIONS = ("panel", "models", "revisions", "seeds", "device", "dtype", "n_examples", "cache_dir", "hub_cache_dir",
                  "organisms_cache_dir", "reference_dir")
+#: What a front end does about a thing it needs that is not there (pytest, judge, report, measure-panel):
+#: an organism is trained with --train, else refused; a Hub checkpoint downloaded unless --offline.
+MISSING_OPTIONS = ("train", "offline")
+#: What the training step (``headwatch organisms train``) takes of a selection: what the organisms it
+#: trains and their in-training measurements (the cache keys the claims look up) depend on.
+TRAIN_STEP_OPTIONS = ("panel", "models", "seeds", "dtype", "n_examples", "cache_dir", "organisms_cache_dir")
 
 
 def add_options(add: Callable[..., Any], names: Iterable[str], *, dest_prefix: str = "",
@@ -143,13 +163,13 @@ class Choices:
     organisms_cache_dir: str | None = None
     reference_dir: str | None = None
     refresh: bool = False
-    #: Train organisms the organism cache lacks (pytest: unless --no-train; judge, report: --train-missing).
-    train_missing: bool = True
-    #: None: huggingface_hub's own setting (HF_HUB_OFFLINE); True: resolve from local caches only.
-    offline: bool | None = None
+    #: --train: train the organisms the selection needs that the organism cache lacks (ensure_organisms).
+    train: bool = False
+    #: --offline: resolve Hub checkpoints from local caches only (False: huggingface_hub's own setting, HF_HUB_OFFLINE).
+    offline: bool = False
 
 
-def read_choices(get: Callable[[str], Any], *, train_missing: bool = True, offline: bool | None = None) -> Choices:
+def read_choices(get: Callable[[str], Any]) -> Choices:
     """:class:`Choices` from parsed options: ``get(dest)`` returns an option's value (None or the
     default where the front end does not take it). An empty ``--panel ""`` is refused, not read as
     "the default panels"."""
@@ -164,7 +184,7 @@ def read_choices(get: Callable[[str], Any], *, train_missing: bool = True, offli
             value = tuple(value)
         values[name] = o.kwargs.get("default") if value is None and o.kwargs.get("action") != "append" else value
     panels = values.pop("panel")
-    return Choices(panels=panels, **values, train_missing=train_missing, offline=offline)
+    return Choices(panels=panels, **values)
 
 
 def choices_from_args(args: Any, **kwargs: Any) -> Choices:
@@ -172,16 +192,20 @@ def choices_from_args(args: Any, **kwargs: Any) -> Choices:
     return read_choices(lambda dest: getattr(args, dest, None), **kwargs)
 
 
-def as_argv(choices: Choices) -> list[str]:
-    """The options that give ``choices`` again (those that differ from their defaults), for a
-    command line printed to the user (``... --train-missing``)."""
+def as_argv(choices: Choices, names: Iterable[str] | None = None) -> list[str]:
+    """The options (of ``names``, default all) that give ``choices`` again, those that differ from
+    their defaults, for a command line printed to the user (``... --train``)."""
     out: list[str] = []
     for name, o in OPTIONS.items():
+        if names is not None and name not in names:
+            continue
         value = getattr(choices, "panels" if name == "panel" else name)
         if o.kwargs.get("action") == "append":
             out += [x for v in value for x in (o.flag, v)]
         elif o.kwargs.get("action") == "store_true":
             out += [o.flag] if value else []
+        elif o.kwargs.get("action") is argparse.BooleanOptionalAction:
+            out += [] if value == o.kwargs.get("default") else [o.flag if value else "--no-" + o.flag[2:]]
         elif isinstance(value, tuple):  # --seeds
             out += [o.flag, ",".join(map(str, value))]
         elif value != o.kwargs.get("default"):
@@ -211,11 +235,11 @@ def provider_options(choices: Choices, **extra: Any):
                          "(<model>/<revision>.json, converted or written by `headwatch measure --out`)")
     return ProviderOptions(
         cache_dir=folder(choices.cache_dir) or default_cache_dir(), device=choices.device, dtype=choices.dtype,
-        n_examples=choices.n_examples, refresh=choices.refresh, offline=choices.offline,
+        n_examples=choices.n_examples, refresh=choices.refresh, offline=True if choices.offline else None,
         reference_dir=str(Path(reference).expanduser()) if reference else None,
         hub_cache_dir=str(folder(choices.hub_cache_dir)) if choices.hub_cache_dir else None,
         organisms_cache_dir=str(folder(choices.organisms_cache_dir)) if choices.organisms_cache_dir else None,
-        train_missing=choices.train_missing, **extra,
+        **extra,
     )
 
 
@@ -331,6 +355,135 @@ def select(choices: Choices, *, resolve: bool = True, **extra: Any) -> Selection
     return selection
 
 
+# ---- organisms: the training step the selection depends on ------------------------------------
+
+
+class OrganismsNotTrained(InputError):
+    """Organisms the selection needs are missing from their cache, and training is off (--no-train);
+    ``command`` trains them."""
+
+    def __init__(self, message: str, command: list[str]):
+        super().__init__(message)
+        self.command = command
+
+
+@dataclass
+class OrganismStep:
+    """What :func:`ensure_organisms` found and did."""
+
+    #: The organisms that were missing when asked ("olmo seed 0"); empty when every one was trained.
+    missing: list[str]
+    #: ``headwatch organisms train ...``: the command that trains them (argv), what a refusal names.
+    command: list[str]
+    #: The step running beside the caller (``background``): a ``runner.TrainingStep``; else None.
+    running: Any = None
+    #: Wall seconds of training (in the caller's process; a running step keeps its own).
+    seconds: float | None = None
+
+
+def organism_models(chosen: Selection, model_ids: Iterable[str] | None = None) -> list[Any]:
+    """The selected organism models (of ``model_ids`` and, for a population id there, its members):
+    what the training step trains for this selection."""
+    ids = None if model_ids is None else set(model_ids)
+    from headwatch.fixtures.panels import populations  # deferred: panels read the organisms' recipes (torch)
+
+    if ids is not None:  # a population's tests need each of its members
+        ids |= {m.id for p in populations(chosen.models) if p.id in ids for m in p.members}
+    return [m for m in chosen.models if m.origin.trains and m.organism is not None
+            and (ids is None or m.id in ids)]
+
+
+def missing_organisms(chosen: Selection, models: Iterable[Any]) -> list[Any]:
+    """The training jobs (``runner.TrainingJob``) of ``models`` whose organism cache lacks them, each
+    measuring its checkpoints as it saves them, under the keys this selection's provider looks up."""
+    from headwatch.fixtures.organisms import missing_jobs  # deferred: torch (the trainer)
+
+    provider = chosen.provider
+    first: dict[tuple[str, int, Path], Any] = {}
+    for m in models:
+        first.setdefault((m.organism.family, m.organism.seed, provider.organism_dir(m)), m)
+    return missing_jobs(list(first), measure={k: provider.measure_plan(m) for k, m in first.items()})
+
+
+def training_command(chosen: Selection, models: Iterable[Any]) -> list[str]:
+    """``headwatch organisms train ...`` for ``models`` of the selection: the user's options that the
+    step takes (:data:`TRAIN_STEP_OPTIONS`), ``--panel`` naming the panels they come from and
+    ``--models`` narrowed where only some of the selection's organisms are needed."""
+    models = list(models)
+    choices, needed = chosen.choices, {m.panel for m in models}
+    # the panels the models come from, as the user named them (a file by its path), else by name
+    given = tuple(arg for arg, p in zip(choices.panels, chosen.panels) if p.name in needed)
+    choices = replace(choices, panels=given or tuple(dict.fromkeys(m.panel for m in models)))
+    if {m.id for m in models} != {m.id for m in organism_models(chosen)}:
+        choices = replace(choices, models=tuple(dict.fromkeys(m.name for m in models)))
+    return ["headwatch", "organisms", "train", *as_argv(choices, TRAIN_STEP_OPTIONS)]
+
+
+def training_cost(organisms: list[str]) -> str:
+    """About how long training these organisms (``ORGANISMS`` keys, one per training) takes on this
+    machine: one thread each, as many at a time as the runner starts."""
+    from headwatch.fixtures.organisms import TRAIN_THREADS, estimated_seconds, runner  # deferred: torch
+
+    parallel = runner.default_parallel(TRAIN_THREADS, len(organisms))
+    seconds = runner.estimate_seconds([estimated_seconds(name) for name in organisms], parallel)
+    cores = os.cpu_count() or 1
+    return f"about {duration(seconds)} on {cores} core{'s' if cores > 1 else ''}, {parallel} at a time"
+
+
+def step_argv(command: list[str]) -> list[str]:
+    """``command`` (``headwatch organisms train ...``) as this interpreter runs it in the background,
+    printing the progress lines a ``runner.TrainingStep`` reads."""
+    return [sys.executable, "-m", "headwatch", *command[1:], "--progress-lines"]
+
+
+def ensure_organisms(chosen: Selection, *, train: bool, model_ids: Iterable[str] | None = None,
+                     background: bool = False, report: Callable[[Any], None] | None = None,
+                     say: Callable[[str], None] = log.info, on_locked: Callable[[], None] | None = None) -> OrganismStep:
+    """Make sure the organisms the selection needs (of ``model_ids``, default all) are trained: the
+    one way every front end gets them, before anything reads one.
+
+    Nothing missing: nothing to do. Missing and ``train`` off: :class:`OrganismsNotTrained` naming the
+    exact command that trains them. Missing and ``train`` on: the training step, refused first where
+    it would train more organisms than one run may without being told to
+    (``validation.check_training_size``); in this process (``report`` gets each child's progress,
+    ``on_locked`` is called once every organism's lock is held), or with ``background`` as a process
+    of its own (``headwatch organisms train``, :class:`~headwatch.fixtures.organisms.runner.TrainingStep`)
+    that this returns once it holds every lock: whatever asks for one of them from then on (the
+    provider, in any process) waits for its training to end. Raises ``runner.TrainingError`` when a
+    child fails (the others finish first).
+    """
+    models = organism_models(chosen, model_ids)
+    if not models:
+        return OrganismStep([], [])
+    jobs = missing_organisms(chosen, models)
+    command = training_command(chosen, models)
+    if not jobs:
+        return OrganismStep([], command)
+    from headwatch.fixtures.organisms import TRAIN_THREADS, runner  # deferred: torch (the trainer)
+
+    names = [j.name for j in jobs]
+    where = ", ".join(dict.fromkeys(str(j.cache_dir) for j in jobs))
+    cost = training_cost([j.family for j in jobs])
+    if not train:
+        raise OrganismsNotTrained(
+            f"{len(jobs)} organism(s) the selection needs are not trained in {where}: {compact(names)}. Train them "
+            f"first with `{shlex.join(command)}` ({cost}), or rerun with --train to train them as a step of its own"
+            " beside the work that needs none", command)
+    validation.check_training_size(len(jobs), cost)
+    if background:
+        return OrganismStep(names, command, runner.TrainingStep(step_argv(command), report=report, say=say).start())
+    parallel = runner.default_parallel(TRAIN_THREADS, len(jobs))
+    say(f"training {len(jobs)} organism(s) into {where}: {compact(names)} ({cost}, {TRAIN_THREADS} thread each; "
+        "each checkpoint is measured as it is saved)")
+    t0 = time.monotonic()
+    locks = runner.hold_locks(jobs)
+    if on_locked is not None:
+        on_locked()
+    runner.train_in_subprocesses(jobs, threads=TRAIN_THREADS, parallel=parallel,
+                                 report=runner.log_progress if report is None else report, locks=locks)
+    return OrganismStep(names, command, seconds=time.monotonic() - t0)
+
+
 def _part_of(whole: Any, part: Any) -> Any:
     """``part`` (``whole`` narrowed by ``--revisions``) measured and judged as part of ``whole``: the
     training's total tokens stay ``whole``'s, and only ``whole``'s final revision carries the
@@ -357,5 +510,7 @@ def folder_model(folder: Any):
     return PanelModel(name, folder.model, "reference", tuple(folder.revisions), TokensRule(), NO_PANEL)
 
 
-__all__ = ["OPTIONS", "PANEL_OPTIONS", "Choices", "Option", "Selection", "add_options", "choices_from_args",
-           "as_argv", "default_panel_names", "folder_model", "option_given", "provider_options", "read_choices", "select"]
+__all__ = ["MISSING_OPTIONS", "OPTIONS", "PANEL_OPTIONS", "TRAIN_STEP_OPTIONS", "Choices", "Option", "OrganismStep",
+           "OrganismsNotTrained", "Selection", "add_options", "as_argv", "choices_from_args", "default_panel_names",
+           "ensure_organisms", "folder_model", "missing_organisms", "step_argv", "option_given", "organism_models",
+           "provider_options", "read_choices", "select", "training_command", "training_cost"]

@@ -11,7 +11,7 @@ a just-failing test in tests/test_tolerances.py (docs/statistics.md).
 
 Why ``ProbeSettings`` still carries thresholds: they are part of every measurement's cache key and
 of the record's ``settings`` (the published files state theirs). Their defaults come from this
-table and a panel cannot override them (fixtures/panels.py refuses the keys), so a record's
+table and a panel cannot override them (fixtures/panels/ refuses the keys), so a record's
 settings and the judge cannot silently disagree. The probe uses only ``induction_threshold``, to
 pick the heads it ablates; the judge always uses this table, whatever a record's settings say.
 """

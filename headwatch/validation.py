@@ -258,17 +258,25 @@ PROBE_RULES: dict[str, Rule] = {
     "sink_examples": integer(0, allowed="an integer >= 0 (0: no Sink_1^eps sub-batch)"),
 }
 
-#: What one probe run may cost before the user confirms it: 50x the paper's 2000 examples (about an
-#: hour for a 1B model on one GPU; a million examples would take days with no record before the end)
-#: and 100x SPEC's 1000 bootstrap resamples. ``HEADWATCH_MAX_EXAMPLES`` raises (confirms) the first.
-#: Bounds of a run, not of a record: records measured with more are read as they are.
-RUN_BOUNDS: dict[str, int] = {"n_examples": 100_000, "n_bootstrap": 100_000}
+#: What one run may cost before the user confirms it: 50x the paper's 2000 examples (about an hour
+#: for a 1B model on one GPU; a million examples would take days with no record before the end),
+#: 100x SPEC's 1000 bootstrap resamples, and 20 organisms trained (about an hour on 2 cores; the
+#: organisms panel trains 3, a seed population 5-6). ``HEADWATCH_MAX_EXAMPLES`` raises (confirms)
+#: the first, ``HEADWATCH_MAX_ORGANISMS`` the last. Bounds of a run, not of a record: records
+#: measured with more are read as they are.
+RUN_BOUNDS: dict[str, int] = {"n_examples": 100_000, "n_bootstrap": 100_000, "organisms": 20}
 MAX_EXAMPLES_ENV = "HEADWATCH_MAX_EXAMPLES"
+MAX_ORGANISMS_ENV = "HEADWATCH_MAX_ORGANISMS"
+#: The environment variable that raises (confirms) a bound, and what its number counts.
+_BOUND_ENVS = {"n_examples": (MAX_EXAMPLES_ENV, "examples one run may measure"),
+               "organisms": (MAX_ORGANISMS_ENV, "organisms one run may train")}
 
 
 def run_bound(field: str) -> int:
-    """The bound of ``field`` for one run (:data:`RUN_BOUNDS`; n_examples raised by ``HEADWATCH_MAX_EXAMPLES``)."""
-    text = os.environ.get(MAX_EXAMPLES_ENV, "").strip() if field == "n_examples" else ""
+    """The bound of ``field`` for one run (:data:`RUN_BOUNDS`; n_examples raised by ``HEADWATCH_MAX_EXAMPLES``,
+    organisms by ``HEADWATCH_MAX_ORGANISMS``)."""
+    env, what = _BOUND_ENVS.get(field, ("", ""))
+    text = os.environ.get(env, "").strip() if env else ""
     if not text:
         return RUN_BOUNDS[field]
     try:
@@ -276,9 +284,18 @@ def run_bound(field: str) -> int:
     except ValueError:
         value = 0
     if value < 1:
-        raise InputError(f"{MAX_EXAMPLES_ENV}: got {text!r}; allowed: a whole number of examples >= 1 (the most one "
-                         f"run may measure; default {RUN_BOUNDS['n_examples']:,}), or unset it")
+        raise InputError(f"{env}: got {text!r}; allowed: a whole number >= 1 (the most {what}; default "
+                         f"{RUN_BOUNDS[field]:,}), or unset it")
     return value
+
+
+def check_training_size(count: int, estimate: str) -> None:
+    """Refuse training more organisms in one run than :data:`RUN_BOUNDS` allows without being told to
+    (``HEADWATCH_MAX_ORGANISMS``); ``estimate`` says how long they would take."""
+    bound = run_bound("organisms")
+    if count > bound:
+        raise InputError(f"{count:,} organisms to train ({estimate}), more than the {bound:,} one run trains without "
+                         f"being told to; if you mean it, set {MAX_ORGANISMS_ENV}={count}")
 
 
 def check_run_size(values: Mapping[str, Any], name: Callable[[str], str] = str) -> None:

@@ -300,12 +300,11 @@ def local_panel_file(tmp_path, local_run) -> Path:
 
 @pytest.fixture
 def never_trains(monkeypatch):
-    """Fail the test if an organism starts training."""
-    from headwatch.fixtures import organisms
+    """Fail the test if an organism starts training (in this process, or as a step of its own)."""
     from headwatch.fixtures.organisms import runner
 
     def train(*args, **kwargs):
-        raise AssertionError("an organism started training without --train-missing")
+        raise AssertionError("an organism started training without --train")
 
     monkeypatch.setattr(runner, "train_in_subprocesses", train)
-    monkeypatch.setattr(organisms, "ensure_trained", train)
+    monkeypatch.setattr(runner.TrainingStep, "start", train)

@@ -342,7 +342,7 @@ def test_offline_measurement_whose_checkpoint_is_gone(tmp_path, monkeypatch):
     assert "hf download" not in str(caught[0].message) and "one warning per model" in str(caught[0].message)
     assert [w for w in provider.run.warnings if w.startswith("gone:")] == [
         "gone: 2 revision(s) read from the cache without checking their commits (step0, step5): checkpoint not "
-        f"resolvable ('tiny-org/gone' is not in the local Hub cache at {hub} and HF_HUB_OFFLINE is set)"]
+        f"resolvable ('tiny-org/gone' is not in the local Hub cache at {hub} and the run is offline (--offline or HF_HUB_OFFLINE))"]
     with pytest.raises(loading.NotInCache, match="hf download"):  # nothing measured at these settings
         Provider(replace(opts, n_examples=4)).model_records(pm)
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -20,16 +20,21 @@ from headwatch.fixtures.reference import PUBLISHED_DIR
 
 
 def test_help_and_version_are_fast_and_import_no_torch():
-    code = ("import sys, time; t0 = time.perf_counter(); from headwatch.cli import main\n"
+    """Help costs under a CPU-second (CPU time, not wall time: the suite's processes may run at a low
+    priority beside organism training, and a loaded machine must not fail this)."""
+    code = ("import sys, time; t0 = time.process_time(); from headwatch.cli import main\n"
             "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
-            "print('seconds', time.perf_counter() - t0); print('torch' in sys.modules, 'transformers' in sys.modules)")
-    out = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=60)
+            "print('seconds', time.process_time() - t0); print('torch' in sys.modules, 'transformers' in sys.modules)")
+    out = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=300)
     lines = out.stdout.strip().splitlines()
     assert lines[-1] == "False False", out.stdout  # nothing heavy is imported to print help
     assert float(lines[-2].split()[1]) < 1.0
-    t0 = time.perf_counter()
-    version = subprocess.run([sys.executable, "-P", "-m", "headwatch", "--version"], capture_output=True, text=True)
-    assert version.stdout.strip() == f"headwatch {__version__}" and time.perf_counter() - t0 < 5
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    version = subprocess.run([sys.executable, "-P", "-m", "headwatch", "--version"], capture_output=True, text=True,
+                             timeout=300)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    assert version.stdout.strip() == f"headwatch {__version__}" and cpu < 5, cpu
 
 
 @pytest.mark.parametrize("command", sorted(SUBCOMMANDS))
@@ -37,8 +42,8 @@ def test_every_option_has_help_and_shows_its_default(command):
     parser = build_parser(command)
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
     for action in sub._actions:
-        if isinstance(action, argparse._HelpAction) or not action.option_strings:
-            continue
+        if isinstance(action, argparse._HelpAction) or not action.option_strings or action.help == argparse.SUPPRESS:
+            continue  # a suppressed option is an old spelling, refused with the one to use
         assert action.help, f"{command} {action.option_strings} has no help text"
         rendered = sub.formatter_class(prog="x")._get_help_string(action)
         assert action.required or "default" in rendered, f"{command} {action.option_strings}: {rendered!r}"
@@ -109,7 +114,7 @@ def test_exit_codes_of_the_cli(case, tmp_path, headwatch_cli, monkeypatch, local
 
 @pytest.mark.parametrize("case", ["judge", "report", "organism cache a file"])
 def test_judge_and_report_train_nothing_unless_asked(case, tmp_path, headwatch_cli, monkeypatch, never_trains):
-    """A missing organism is listed with the command that fills it (exit 2); nothing trains."""
+    """A missing organism is listed with the training step's command (exit 2); nothing trains without --train."""
     monkeypatch.setenv("HEADWATCH_CACHE_DIR", str(tmp_path / "cache"))
     organism_cache = tmp_path / "org"
     if case == "organism cache a file":
@@ -121,12 +126,61 @@ def test_judge_and_report_train_nothing_unless_asked(case, tmp_path, headwatch_c
     else:
         r = headwatch_cli("judge", "--panel", "organisms", "--models", "organism-olmo")
     assert r.code == 2, (r.code, r.err[-2000:])
-    # a file given as the cache is named as such (not "missing: --train-missing", which would fail again)
-    assert ("not a folder" if case == "organism cache a file" else "--train-missing") in r.err, r.err[-2000:]
+    # a file given as the cache is named as such (not "train it with ...", which would fail again)
+    assert ("not a folder" if case == "organism cache a file" else "--train") in r.err, r.err[-2000:]
     assert "Traceback" not in r.err, r.err[-2000:]
     if case == "judge":
-        assert "headwatch organisms train --family olmo" in r.err, r.err
+        assert "headwatch organisms train --panel organisms --models organism-olmo" in r.err, r.err
+    if case == "report":
+        assert "headwatch organisms train --panel organisms" in r.err, r.err
     if case == "organism cache a file":
         assert str(organism_cache) in r.err and organism_cache.read_text() == "x", r.err
     if organism_cache.is_dir():
         assert not any(organism_cache.rglob("*.safetensors")), "an organism was trained"
+
+
+# ---- headwatch panels ------------------------------------------------------------------------------
+
+
+def test_panels_lists_every_shipped_panel_with_its_models_and_cost(headwatch_cli, tmp_path, monkeypatch, never_trains):
+    from headwatch.fixtures.panels import available_panels
+
+    monkeypatch.setenv("HEADWATCH_ORGANISMS_CACHE", str(tmp_path / "org"))
+    r = headwatch_cli("panels")
+    assert r.code == 0, r.err[-2000:]
+    lines = {line.split()[0]: line for line in r.out.splitlines()}
+    assert sorted(lines) == available_panels()
+    assert "2 model(s) (pythia-1b, olmo-1b): published records: read in seconds; runs without --panel" in lines["published"]
+    assert "3 organism(s), 3 to train first (about " in lines["organisms"] and "runs without --panel" in lines["organisms"]
+    assert "30 Hub checkpoint(s), " in lines["paper"] and " GB to download" in lines["paper"]
+    assert lines["paper"].endswith("needs network and a GPU")
+
+
+def test_panels_check_prints_what_a_file_selects_and_refuses_a_bad_one(headwatch_cli, tmp_path, local_panel_file):
+    r = headwatch_cli("panels", "check", local_panel_file)
+    assert r.code == 0, r.err[-2000:]
+    assert r.out.startswith(f"{local_panel_file}: panel 'exits-local'") and "1 selected" in r.out
+    assert "local checkpoints: measured on first use" in r.out
+    bad = tmp_path / "bad.toml"
+    bad.write_text(local_panel_file.read_text().replace("revisions =", "revisons ="))
+    r = headwatch_cli("panels", "check", bad)
+    assert r.code == 2 and "revisons" in r.err and "Traceback" not in r.err, r.err[-2000:]
+    assert headwatch_cli("panels", "check").code == 2
+
+
+def test_offline_names_what_to_download_and_downloads_nothing(headwatch_cli, tmp_path):
+    """--offline, the one flag every front end takes: a checkpoint missing from the Hub cache is listed
+    with the command that fetches it (exit 2); nothing is downloaded."""
+    r = headwatch_cli("judge", "--panel", "paper", "--models", "pythia-1b", "--offline", "--cache-dir", tmp_path / "hw",
+                      "--hub-cache-dir", tmp_path / "hub")
+    assert r.code == 2, r.err[-2000:]
+    assert "the run is offline (--offline or HF_HUB_OFFLINE)" in r.err and "hf download EleutherAI/pythia-1b" in r.err
+    assert "rerun without --offline" in r.err and not any((tmp_path / "hub").rglob("*.safetensors"))
+
+
+@pytest.mark.parametrize("command", [None, *sorted(SUBCOMMANDS)])
+def test_every_help_shows_examples(command, headwatch_cli):
+    """Each --help ends with examples of the command (its module's EXAMPLES), before the exit codes."""
+    r = headwatch_cli(*([command] if command else []), "--help")
+    assert r.code == 0 and "\nexamples:\n  headwatch " in r.out, r.out[-1500:]
+    assert r.out.index("examples:") < r.out.index("exit codes:")

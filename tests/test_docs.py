@@ -7,7 +7,8 @@
 - every relative link of README.md, docs/ and notes/ resolves inside the repository (to a heading
   that exists, where it names one), and every repository path docs/ and README.md quote in
   backticks exists;
-- README.md is a user's page: at most 150 lines.
+- README.md is a user's page: at most 150 lines;
+- docs/README.md, the docs index, lists every page of docs/ (and links nothing that is not there).
 
 Each checker is also run on planted text that it must reject.
 """
@@ -162,6 +163,29 @@ def test_readme_is_a_users_page():
 
 
 # ---- negative controls: each checker rejects planted text ---------------------------------------
+
+
+def test_ci_runs_the_readmes_set_up_and_test_command():
+    """.ci/run is the cold first run a user makes: the README's set-up, then its test command, verbatim."""
+    readme, ci = (ROOT / "README.md").read_text(encoding="utf-8"), (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    setup = re.search(r"^python3 -m venv \.venv && \.venv/bin/pip install -e '\.\[test\]'$", readme, re.M)
+    command = re.search(r"^(\.venv/bin/pytest tests claims [^#\n]*?)\s+# everything: what \.ci/run runs$", readme, re.M)
+    assert setup and command, "README lost its set-up or its 'everything' test command"
+    assert "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]'" in ci
+    assert re.search(rf"^{re.escape(command.group(1))} \|\| status=\$\?$", ci, re.M), (command.group(1), ci)
+
+
+def unlisted_docs(index: str, pages: list[str]) -> list[str]:
+    """The ``pages`` (names of docs/*.md) the index ``index`` does not link."""
+    linked = {target.split("#")[0] for target in LINK_RE.findall(index)}
+    return [p for p in pages if p not in linked]
+
+
+def test_the_docs_index_lists_every_doc():
+    pages = sorted(p.name for p in tracked("docs/*.md") if p.name != "README.md")
+    assert pages and not unlisted_docs((ROOT / "docs" / "README.md").read_text(encoding="utf-8"), pages), (
+        "docs/README.md, the docs index, does not list these pages: add one line each")
+    assert unlisted_docs("| [a.md](a.md) | a |", ["a.md", "b.md"]) == ["b.md"]
 
 
 def test_checkers_reject_planted_text(tmp_path):

@@ -85,8 +85,13 @@ DEFECTS: dict[tuple[str, str, str], str] = {
     ("fixtures/organisms/train.py", "_check_choice", "ValueError"): "a recipe constant",
     ("fixtures/organisms/runner.py", "train_in_subprocesses", "TrainingError"):
         "a training child failed; its own error and log lines are printed above (the class is the child's)",
-    ("fixtures/organisms/runner.py", "train_in_subprocesses", "TrainingCancelled"):
-        "the caller stopped training (an interrupted pytest session); it resumes from its last saved state",
+    ("fixtures/organisms/runner.py", "TrainingStep.start", "TrainingError"):
+        "the training step ended before holding its locks: its own output (a failed child, a crash) comes with it; "
+        "bad input was refused by the caller, which checked the same selection before starting it",
+    ("headwatch/cli/organisms.py", "_Renamed.__call__", "ArgumentError"):
+        "argparse's own usage error (--seed for --seeds): argparse prints it and exits 2",
+    ("headwatch/cli/organisms.py", "run.interrupted", "KeyboardInterrupt"):
+        "SIGTERM (a front end stopping the step) taken as Ctrl-C: the interrupt path, exit 130, children stopped",
     # test helpers shipped in the package (tiny models, planted data)
     ("fixtures/tiny.py", "tiny_config", "ValueError"): "test helper",
     ("fixtures/tiny.py", "miniature_config", "ValueError"): "test helper",

@@ -264,20 +264,28 @@ def test_pytest_claims_read_a_record_folder_without_measuring(record_folder, tin
     assert not (tmp_path / "empty" / "measurements").exists() or not entries(tmp_path / "empty")
 
 
-def test_organisms_are_trained_first_once_and_the_plan_says_so(tmp_path, monkeypatch):
-    """The plan hands missing organisms to the training entry point before any task (stubbed here:
-    the real training is tests/test_organisms.py's)."""
+def test_a_plan_lists_untrained_organisms_and_trains_nothing(tmp_path, never_trains):
+    """The plan never trains (the training step does, before it): an organism the cache lacks is
+    listed, its checkpoints to be measured as it trains, and no task is planned for it."""
     from headwatch.fixtures import fanout
-    from headwatch.fixtures import organisms
-    from headwatch.fixtures.organisms import runner
 
-    calls = []
-    monkeypatch.setattr(organisms, "missing_jobs",
-                        lambda triples, **kw: [runner.TrainingJob(f, s, Path(c)) for f, s, c in triples if f == "olmo"])
-    monkeypatch.setattr(runner, "train_in_subprocesses", lambda jobs, **kw: calls.append([j.name for j in jobs]))
-    lines = []
     models = load_panel("organisms").models
-    trained = fanout.train_missing_organisms(models, ProviderOptions(organisms_cache_dir=str(tmp_path)), lines.append)
-    assert trained == ["olmo seed 0"] and calls == [["olmo seed 0"]]
-    assert lines[0].startswith(f"training 1 organism(s) first, once, into {tmp_path}: olmo seed 0")
-    assert "organisms trained first (once, before any task): olmo seed 0" in fanout.Plan(trained=trained).describe()
+    plan = fanout.plan_panel(models, ProviderOptions(cache_dir=tmp_path / "hw", organisms_cache_dir=str(tmp_path / "org")))
+    assert plan.untrained == [m.id for m in models] and not plan.tasks
+    assert "organisms not trained yet (the training step would train them first" in plan.describe()
+    assert "organisms trained first (once, before any task): olmo seed 0" in fanout.Plan(trained=["olmo seed 0"]).describe()
+
+
+def test_measure_panel_dry_run_trains_nothing_and_without_train_refuses(tmp_path, monkeypatch, capsys, never_trains):
+    """``--dry-run`` prints the plan, untrained organisms named, and trains nothing even with --train;
+    without --dry-run and without --train a missing organism is refused with the training step's command."""
+    monkeypatch.setenv("HEADWATCH_ORGANISMS_CACHE", str(tmp_path / "org"))
+    base = ["measure-panel", "--panel", "organisms", "--models", "organism-olmo", "--cache-dir", str(tmp_path / "hw")]
+    assert main([*base, "--dry-run", "--train"]) == 0
+    out = capsys.readouterr().out
+    assert "organisms not trained yet" in out and "organism-olmo" in out and "0 to measure" in out
+    assert "headwatch organisms train --panel organisms --models organism-olmo" in out and "nothing to measure" not in out
+    assert main(base) == 2
+    err = capsys.readouterr().err
+    assert "headwatch organisms train --panel organisms --models organism-olmo --cache-dir" in err and "--train" in err
+    assert not (tmp_path / "org").exists() or not any((tmp_path / "org").rglob("*.safetensors"))

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from headwatch.fixtures.hubcache import cached_revisions, repo_folder
-from headwatch.fixtures.organisms import FAMILIES, ORGANISMS, TRAIN_THREADS, DataSpec, ensure_trained, missing_jobs, runner
+from headwatch.fixtures.organisms import FAMILIES, ORGANISMS, DataSpec, missing_jobs, runner
 from headwatch.fixtures.organisms import train as train_mod
 from headwatch.fixtures.organisms.numerics import training_env
 from headwatch.fixtures.organisms.train import META_FILE, STATE_DIR, TrainLog, log_schedule, missing_revisions, train
@@ -121,21 +121,15 @@ def test_other_seed_other_weights(tmp_path):
 
 
 @pytest.mark.slow
-def test_ensure_trained_trains_only_what_is_missing(tmp_path, monkeypatch):
-    """ensure_trained hands what is missing to the one runner (a child process), and nothing else."""
+def test_missing_jobs_are_what_the_cache_lacks(tmp_path, monkeypatch):
+    """An organism is missing until every scheduled checkpoint is cached; an unknown one is refused."""
     organism = dataclasses.replace(ORGANISMS["olmo"], recipe=tiny("olmo"))
     monkeypatch.setitem(ORGANISMS, "olmo", organism)
-    calls = []
-    monkeypatch.setattr(runner, "train_in_subprocesses", lambda jobs, **kw: calls.append((list(jobs), kw)))
-    assert ensure_trained("olmo", 0, tmp_path, progress=False) == "headwatch-organisms/olmo-seed0"
-    assert [(j.family, j.seed, j.cache_dir) for j in calls[0][0]] == [("olmo", 0, tmp_path)]
-    assert calls[0][1]["threads"] == TRAIN_THREADS
-    train(organism.recipe, seed=0, cache_dir=tmp_path, progress=False)  # now it is cached
-    calls.clear()
-    ensure_trained("olmo", 0, tmp_path, progress=False)
-    assert calls == [] and missing_jobs([("olmo", 0, tmp_path), ("olmo", 1, tmp_path)])[0].seed == 1
+    assert [(j.family, j.seed, j.cache_dir) for j in missing_jobs([("olmo", 0, tmp_path)])] == [("olmo", 0, tmp_path)]
+    train(organism.recipe, seed=0, cache_dir=tmp_path, progress=False)
+    assert [j.seed for j in missing_jobs([("olmo", 0, tmp_path), ("olmo", 1, tmp_path)])] == [1]
     with pytest.raises(ValueError, match="unknown organism"):
-        ensure_trained("llama", 0, tmp_path)
+        missing_jobs([("llama", 0, tmp_path)])
 
 
 # ---- the runner: children, progress lines, the lock ------------------------------------------------
@@ -191,40 +185,98 @@ def test_runner_reports_a_failed_child_with_its_output(fake_child, tmp_path):
 
 
 @pytest.mark.slow
-def test_background_training_holds_each_lock_until_its_child_ends(fake_child, tmp_path):
-    """The xdist controller's way: every lock is taken before start() returns (so a worker asking
-    for an organism waits even before its child exists) and passes to the child, which keeps it
-    to its end; a worker waiting for it then finds the training over."""
-    import fcntl
+def test_the_step_holds_every_lock_from_its_start_and_hands_each_to_its_child(fake_child, tmp_path):
+    """What the training step does: every lock is taken before any child starts (so whoever asks for
+    an organism waits for it, even for a job still queued), each passes to its child, which keeps it
+    to its end; whoever waited then finds the training over, and no lock is left behind."""
+    import threading
 
     jobs = [runner.TrainingJob("gptneox", 0, tmp_path), runner.TrainingJob("olmo", 0, tmp_path)]
+    every = [("gptneox", 0, tmp_path), ("olmo", 0, tmp_path), ("olmoe", 0, tmp_path)]
+    locks = runner.hold_locks(jobs)
+    assert runner.training_now(every) == 2  # before any child exists
     seen = []
-    training = runner.BackgroundTraining(jobs, parallel=1, report=seen.append, module=fake_child).start()
-    for family in ("gptneox", "olmo"):  # olmo's child waits its turn (parallel=1): its lock is held all the same
-        with open(tmp_path / STATE_DIR / f"{family}-seed0.lock") as f:
-            with pytest.raises(OSError):
-                fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    assert runner.training_now([("gptneox", 0, tmp_path), ("olmo", 0, tmp_path), ("olmoe", 0, tmp_path)]) == 2
-    assert runner.wait_until_trained("olmo", 0, tmp_path) > 0
+    step = threading.Thread(target=runner.train_in_subprocesses, args=(jobs,),
+                            kwargs=dict(parallel=1, report=seen.append, module=fake_child, locks=locks))
+    step.start()
+    assert runner.wait_until_trained("olmo", 0, tmp_path) > 0  # olmo's child waits its turn (parallel=1)
     assert [p.event for p in seen if p.family == "olmo"][-1] == "done"  # it waited for the child's end
-    assert training.join() is None and all(training.finished(j) for j in jobs)
+    step.join(60)
+    assert not locks  # each lock went to its child: this process kept no copy
     assert runner.wait_until_trained("olmo", 0, tmp_path) < 1  # nobody holds it now
     assert runner.wait_until_trained("olmoe", 0, tmp_path) == 0  # never trained here: nothing to wait for
-    assert runner.training_now([("gptneox", 0, tmp_path), ("olmo", 0, tmp_path), ("olmoe", 0, tmp_path)]) == 0
+    assert runner.training_now(every) == 0
+
+
+FAKE_STEP = """
+import sys
+from pathlib import Path
+from headwatch.fixtures.organisms import runner
+cache, module, *families = sys.argv[1:]
+jobs = [runner.TrainingJob(f, 0, Path(cache)) for f in families]
+locks = runner.hold_locks(jobs)
+print("a line of its own", flush=True)
+print(runner.READY_LINE, flush=True)
+try:
+    runner.train_in_subprocesses(jobs, parallel=len(jobs), report=lambda p: print(p.to_line(), flush=True),
+                                 module=module, locks=locks)
+except KeyboardInterrupt:
+    sys.exit(130)
+"""
+
+
+@pytest.fixture
+def fake_step(fake_child, tmp_path):
+    """What a front end starts: ``headwatch organisms train --progress-lines`` in miniature (locks, the
+    ready line, the children's progress lines), training ``fake_child``'s organisms; argv for families."""
+    import sys
+
+    (tmp_path / "fake_step.py").write_text(FAKE_STEP)
+    return lambda *families: [sys.executable, "-m", "fake_step", str(tmp_path), fake_child, *families]
 
 
 @pytest.mark.slow
-def test_background_training_cancelled_stops_its_children_and_frees_the_locks(fake_child, tmp_path):
+def test_a_training_step_returns_once_it_holds_the_locks_and_relays_its_lines(fake_step, tmp_path):
+    seen, said = [], []
+    step = runner.TrainingStep(fake_step("gptneox", "olmo"), report=seen.append, say=said.append).start()
+    assert runner.training_now([("gptneox", 0, tmp_path), ("olmo", 0, tmp_path)]) == 2 or not step.running
+    assert step.wait() is None and step.seconds > 0
+    assert {(p.family, p.event) for p in seen} >= {("gptneox", "done"), ("olmo", "done")}
+    assert said == ["a line of its own"]  # its own lines, not the children's chatter or the ready line
+
+
+@pytest.mark.slow
+def test_a_stopped_step_stops_its_children_and_frees_the_locks(fake_step, tmp_path):
+    """Interrupted (SIGINT, as Ctrl-C), the step stops its children; their locks die with them."""
     import threading
 
-    job = runner.TrainingJob("endless", 0, tmp_path)
     running = threading.Event()
-    training = runner.BackgroundTraining([job], report=lambda p: running.set(), module=fake_child).start()
+    step = runner.TrainingStep(fake_step("endless"), report=lambda p: running.set()).start()
     assert running.wait(60), "the child never reported"  # its first checkpoint: the child is running
-    error = training.cancel()
-    assert isinstance(error, runner.TrainingCancelled) and "endless seed 0 stopped" in str(error), error
-    assert training.finished(job) and not training.running
+    assert runner.training_now([("endless", 0, tmp_path)]) == 1
+    error = step.stop()
+    assert isinstance(error, runner.TrainingCancelled) and "resume" in str(error), error
+    assert not step.running and runner.training_now([("endless", 0, tmp_path)]) == 0
     assert runner.wait_until_trained("endless", 0, tmp_path) < 1
+
+
+def test_a_step_that_ends_before_holding_its_locks(tmp_path):
+    """Refused or failed before training: start() says so with its output; with nothing to do (exit 0), it is done."""
+    import sys
+
+    with pytest.raises(runner.TrainingError, match=r"exit 2.*refused: too many"):
+        runner.TrainingStep([sys.executable, "-c", "print('refused: too many'); raise SystemExit(2)"]).start()
+    step = runner.TrainingStep([sys.executable, "-c", "print('nothing to train')"], say=lambda line: None).start()
+    assert step.wait() is None and not step.running
+
+
+def test_the_estimate_shares_the_cores():
+    """Three jobs on two cores, three at a time: the longest finishes once the others free their share."""
+    assert runner.estimate_seconds([100.0], 1, cores=2) == pytest.approx(100)
+    assert runner.estimate_seconds([100.0, 100.0], 2, cores=2) == pytest.approx(100)
+    # 239 / 345 / 484 one-core seconds (the organisms panel, AMD): 603 s on 2 cores, as measured (10 min 17 s)
+    assert runner.estimate_seconds([239.0, 345.0, 484.0], 3, cores=2) == pytest.approx(603, abs=2)
+    assert runner.estimate_seconds([10.0] * 4, 1, cores=2) == pytest.approx(40)
 
 
 def test_a_file_system_without_flock_never_makes_anyone_wait(tmp_path, monkeypatch):
@@ -368,7 +420,7 @@ def test_one_more_child_than_cores_when_jobs_wait():
 # ---- headwatch organisms train: arguments checked before any child starts ----
 
 
-@pytest.mark.parametrize("argv, names", [(["--seed", "-1"], "--seed"), (["--family", "olm"], "--family"),
+@pytest.mark.parametrize("argv, names", [(["--seeds", "-1"], "--seeds"), (["--family", "olm"], "--family"),
                                          (["--organisms-cache-dir", "{file}"], "a-file")])
 def test_organisms_train_arguments_are_checked(argv, names, tmp_path, headwatch_cli, monkeypatch):
     """Refused before any child process starts (main started training with them)."""

@@ -136,14 +136,14 @@ def test_an_unknown_packaged_model_is_a_panel_error(tmp_path):
         load_panel(panel)
 
 
-def test_without_train_missing_nothing_is_fetched(tmp_path, monkeypatch):
-    """`headwatch judge` without --train-missing downloads nothing: a packaged model not made ready is
+def test_offline_nothing_is_fetched(tmp_path, monkeypatch):
+    """`headwatch judge --offline` downloads nothing: a packaged model not made ready is
     NotFetched (a NotInCache, which judge lists as missing with the command that fills it)."""
     from headwatch.fixtures.loading import NotInCache
 
     monkeypatch.setenv("HEADWATCH_PACKAGES_CACHE", str(tmp_path / "packages"))
     monkeypatch.setattr(packaged, "fetch_wheel", lambda *a: pytest.fail("fetched"))
-    provider = Provider(ProviderOptions(cache_dir=tmp_path / "m", device="cpu", train_missing=False))
+    provider = Provider(ProviderOptions(cache_dir=tmp_path / "m", device="cpu", offline=True))
     model = load_panel("real-tiny").model("smollm2-135m")
-    with pytest.raises(NotInCache, match="--train-missing"):
+    with pytest.raises(NotInCache, match="without --offline"):
         provider.model_records(model)

@@ -106,10 +106,7 @@ def test_the_plugin_refuses_missing_revisions_at_configure_time(tmp_path, pytest
     assert result.ret == 4 and "48 of its 50 revision(s)" in err and "step200..step4900 every 100" in err, err[-2000:]
 
 
-def test_organism_revisions_are_checked_against_the_recipe_without_training(tmp_path, monkeypatch):
-    from headwatch.fixtures import organisms
-
-    monkeypatch.setattr(organisms, "ensure_trained", lambda *a, **k: pytest.fail("trained"))
+def test_organism_revisions_are_checked_against_the_recipe_without_training(tmp_path, never_trains):
     text = '[[models]]\nname = "o"\nsource = "organism"\nrevisions = ["step0", "step7"]\n[models.organism]\nfamily = "olmo"\n'
     model = parse(text).models[0]
     with pytest.raises(PanelError, match="step7"):

@@ -84,39 +84,91 @@ def test_claim_tests_are_recognised_wherever_headwatch_is():
     assert not plugin.is_claim_test(Path(__file__))
 
 
+FAKE_STEP = """
+import sys
+from headwatch.fixtures.organisms.runner import Progress, READY_LINE
+print("the step was started as: " + " ".join(sys.argv[1:]), flush=True)
+print(READY_LINE, flush=True)
+for step, eta in ((0, None), (1500, 0.0)):
+    print(Progress("checkpoint", "gptneox", 0, step=step, total=1500, revision=f"step{step}", checkpoint=1 if step == 0 else 10,
+                   checkpoints=10, elapsed=step / 10, eta=eta).to_line(), flush=True)
+print(Progress("done", "gptneox", 0, elapsed=150.0).to_line(), flush=True)
+"""
+
+
 @pytest.fixture
-def fake_training(monkeypatch, tmp_path):
-    """Organisms that are 'missing', and a runner that reports two checkpoints each instead of training."""
-    calls = []
-    monkeypatch.setattr(organisms, "missing_jobs",
-                        lambda triples, **kw: [runner.TrainingJob(f, s, tmp_path) for f, s, _ in triples if f != "olmo"])
+def fake_step(monkeypatch, tmp_path):
+    """Organisms 'missing' (all but OLMo), and a training step that reports two checkpoints instead of
+    training; returns the models the plugin asked to train, per call."""
+    from headwatch import selection
 
-    def fake(jobs, *, threads, parallel, report, **_):  # locks, cancel: the background controller's
-        calls.append(([j.name for j in jobs], threads, parallel))
-        for j in jobs:
-            for step, eta in ((0, None), (1500, 0.0)):
-                report(runner.Progress("checkpoint", j.family, j.seed, step=step, total=1500, revision=f"step{step}",
-                                       checkpoint=1 if step == 0 else 10, checkpoints=10, elapsed=step / 10, eta=eta))
-            report(runner.Progress("done", j.family, j.seed, elapsed=150.0))
+    asked = []
 
-    monkeypatch.setattr(runner, "train_in_subprocesses", fake)
-    return calls
+    def missing(picked, models):
+        models = list(models)
+        asked.append(sorted(m.id for m in models))
+        return [runner.TrainingJob(m.organism.family, m.organism.seed, tmp_path) for m in models
+                if m.organism.family != "olmo"]
+
+    (tmp_path / "fake_step.py").write_text(FAKE_STEP)
+    monkeypatch.setattr(selection, "missing_organisms", missing)
+    monkeypatch.setattr(selection, "step_argv", lambda command: [sys.executable, str(tmp_path / "fake_step.py"), *command])
+    return asked
 
 
-def test_first_run_trains_what_the_collected_claim_tests_need_and_says_so(pytester, fake_training):
-    """Without xdist: at the end of collection, one line per organism checkpoint through pytest's
-    terminal reporter; only organisms whose tests were collected (and are missing) are trained."""
+CLAIM_DEMO = """
+import os
+import pytest
+
+pytestmark = pytest.mark.headwatch
+
+def test_model(model_entry):
+    with open(os.environ["DEMO_ORDER"], "a") as f:
+        f.write(model_entry.id + "\\n")
+"""
+
+
+def _demo(pytester, monkeypatch, tmp_path, *args: str):
+    """The claim-test contract's demo module over the organisms and published panels, in this process."""
+    monkeypatch.setenv("DEMO_ORDER", str(tmp_path / "order"))
+    pytester.makepyfile(test_demo=CLAIM_DEMO)
     ini = pytester.makeini("[pytest]\n")  # not the repository's (its addopts want xdist)
-    result = pytester.runpytest_inprocess(str(plugin.CLAIMS_DIR), "-c", str(ini), "--rootdir", str(pytester.path),
-                                          "--collect-only", "-q", "--panel", "organisms",
-                                          "-k", "not olmoe and not test_claim_across", "-p", "no:xdist", "-p", "no:cacheprovider",
-                                          "-p", "no:hypothesispytest")
+    return pytester.runpytest_inprocess("-c", str(ini), "--rootdir", str(pytester.path), "-p", "no:xdist",
+                                        "-p", "no:cacheprovider", "-p", "no:hypothesispytest",
+                                        "--panel", "organisms,published", *args)
+
+
+def test_with_train_the_step_starts_for_the_collected_tests_and_its_lines_reach_the_terminal(
+        pytester, monkeypatch, tmp_path, fake_step):
+    """Without xdist: once collected, the training step for the organisms the collected tests need
+    (only those: -k deselects OLMoE), its progress through pytest's terminal reporter; the tests that
+    read an organism run after the others."""
+    result = _demo(pytester, monkeypatch, tmp_path, "--train", "-k", "not olmoe")
     out = result.stdout.str()
-    # olmo cached; olmoe deselected (and the population tests, which need every member of "organisms")
-    assert fake_training == [(["gptneox seed 0"], 1, 1)], fake_training
+    assert result.ret == 0, out[-3000:]
+    assert fake_step == [["organism-gptneox", "organism-olmo"]], fake_step
     assert "headwatch: training model organisms" in out
+    assert ("the step was started as: headwatch organisms train --panel organisms --models organism-gptneox "
+            "--models organism-olmo") in out
     assert "organism gptneox seed 0: step 0/1500 (checkpoint 1/10, step0), 0 s elapsed, ETA ?" in out
     assert "organism gptneox seed 0: step 1500/1500 (checkpoint 10/10, step1500), 2 min 30 s elapsed, ETA 0 s" in out
+    assert "organisms trained in" in out
+    order = (tmp_path / "order").read_text().split()
+    assert order[:2] == ["pythia-1b", "olmo-1b"] and set(order[2:]) == {"organism-gptneox", "organism-olmo"}, order
+
+
+def test_without_train_a_missing_organism_is_refused_before_any_test(pytester, monkeypatch, tmp_path, fake_step):
+    result = _demo(pytester, monkeypatch, tmp_path, "-k", "not olmoe")
+    err = result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR == 4, err[-3000:]
+    assert "headwatch organisms train --panel organisms --models organism-gptneox" in err
+    assert "or rerun with --train" in err and not (tmp_path / "order").exists()
+    assert "the step was started" not in result.stdout.str()
+
+
+def test_collecting_only_trains_nothing(pytester, monkeypatch, tmp_path, fake_step):
+    result = _demo(pytester, monkeypatch, tmp_path, "--train", "--collect-only", "-q")
+    assert result.ret == 0 and fake_step == [] and "the step was started" not in result.stdout.str()
 
 
 XDIST_CONTROLLER_STAND_IN = """
@@ -130,20 +182,58 @@ IDS = ["claims/test_f1_zero_bos_floor.py::test_f1_no_bos_head_in_layers_0_1[orga
 
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config):  # what xdist's controller calls as each worker finishes collecting
-    config.option.numprocesses = 2
-    for _ in range(2):  # two workers: trained once
+    for _ in range(2):  # two workers: the step is started once
         plugin.pytest_xdist_node_collection_finished(node=SimpleNamespace(config=config), ids=IDS)
 """
 
 
-def test_xdist_controller_trains_before_the_workers_start(pytester, fake_training):
-    """Under xdist the controller sees the workers' collected test ids and trains what they need."""
+def test_the_xdist_controller_starts_the_step_for_what_the_workers_collected(pytester, fake_step):
+    """Under xdist the controller sees the workers' collected test ids, before any test is handed out."""
     ini = pytester.makeini("[pytest]\n")
     pytester.makeconftest(XDIST_CONTROLLER_STAND_IN)
-    result = pytester.runpytest_inprocess("-c", str(ini), "--collect-only", "-q", "--panel", "organisms",
-                                          "-p", "no:xdist", "-p", "no:cacheprovider", "-p", "no:hypothesispytest")
-    assert fake_training == [(["gptneox seed 0", "olmoe seed 0"], 1, 2)], result.stdout.str()
-    assert "organism olmoe seed 0: done, 2 min 30 s in this run" in result.stdout.str()
+    result = pytester.runpytest_inprocess("-c", str(ini), "--panel", "organisms", "--train", "-p", "no:xdist",
+                                          "-p", "no:cacheprovider", "-p", "no:hypothesispytest")
+    assert fake_step == [["organism-gptneox", "organism-olmoe"]], result.stdout.str()[-3000:]
+    assert "organism gptneox seed 0: done, 2 min 30 s in this run" in result.stdout.str()
+
+
+def test_a_test_process_yields_the_cpu_while_organisms_train(tmp_path):
+    """Before its first test not marked mostly_waits, a process of a session whose organisms a step is
+    training (holds their locks) lowers its own CPU priority (the step's children keep theirs); where
+    nothing trains it keeps its own. Asked in a forked child: this process's niceness must not change."""
+    from headwatch.fixtures.panels import load_panel
+
+    olmo = [m for m in load_panel("organisms").models if m.organism.family == "olmo"]
+
+    def niceness_after(*marks: str) -> int:
+        """How much the niceness of a process rose over tests with these marks (in order)."""
+        config = SimpleNamespace(stash={plugin._STATE: plugin.HeadwatchSession(chosen=SimpleNamespace(
+            models=olmo, provider=SimpleNamespace(organism_dir=lambda m: tmp_path)))})
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # a test process before its tests
+            try:
+                before = os.nice(0)
+                for mark in marks:
+                    item = SimpleNamespace(config=config, get_closest_marker=lambda name, mark=mark: name == mark or None)
+                    plugin._yield_to_training(item)
+                    os.write(w, f"{os.nice(0) - before} ".encode())
+            finally:
+                os._exit(0)
+        os.close(w)
+        os.waitpid(pid, 0)
+        with os.fdopen(r) as f:
+            return [int(x) for x in f.read().split()]
+
+    assert niceness_after("") == [0]  # nothing trains
+    locks = runner.hold_locks([runner.TrainingJob("olmo", 0, tmp_path)])  # a step holds olmo's lock
+    try:
+        risen = min(19 - os.nice(0), plugin.YIELD_NICENESS)  # a process already niced rises to 19 at most
+        assert niceness_after("", "") == [risen, risen]  # once, before the first test
+        assert niceness_after("mostly_waits", "mostly_waits", "", "mostly_waits") == [0, 0, risen, risen]
+    finally:
+        for f in locks.values():
+            f.close()
 
 
 FORMATION_PANEL = """
@@ -195,7 +285,7 @@ def test_hypothesis_profiles():
 
 @pytest.mark.slow
 def test_the_suite_runs_with_xdist_disabled():
-    """pyproject's addopts pass --dist loadgroup; with -p no:xdist the root conftest accepts it."""
+    """pyproject's addopts pass --dist load; with -p no:xdist the root conftest accepts it."""
     root = Path(__file__).resolve().parents[1]
     out = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider", "-q",
                           "--collect-only", "tests/test_verdict.py"], cwd=root, capture_output=True, text=True,
@@ -267,12 +357,14 @@ def _subprocess_pytest(tmp_path: Path, *args: str, env: dict[str, str]) -> subpr
 
 @pytest.mark.slow
 def test_no_train_errors_with_the_command_that_trains(tmp_path):
-    """``--no-train``: the tests of a missing organism are ERRORs naming the command (exit 4), never FAILED claims."""
+    """``--no-train`` (the default), as users run it: a missing organism stops pytest before any test
+    (exit 4) naming the training step's command; nothing is FAILED, nothing trains."""
     r = _subprocess_pytest(tmp_path, "--panel", "organisms", "--models", "organism-olmo", "--no-train", "-k", "F2",
                            env={"HEADWATCH_ORGANISMS_CACHE": str(tmp_path / "org")})
     out = r.stdout + r.stderr
     assert r.returncode == 4, (r.returncode, out[-3000:])
-    assert "headwatch organisms train --family olmo" in out and " failed" not in out, out[-3000:]
+    assert "headwatch organisms train --panel organisms --models organism-olmo" in out, out[-3000:]
+    assert " failed" not in out and " passed" not in out, out[-3000:]
     assert not (tmp_path / "org").exists() or not any((tmp_path / "org").rglob("*.safetensors"))
 
 
@@ -334,15 +426,15 @@ def run_pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.slow
 def test_contract_ids_groups_and_run_info_under_xdist(tmp_path):
-    out = run_pytest(tmp_path, "--panel", "published", "-n", "2", "--dist", "loadgroup", "-q",
-                     "--cache-dir", str(tmp_path / "c"))
+    """Under xdist (pyproject's --dist load) every (model, revision) runs once, carries its model's
+    xdist_group mark, and the workers' run info is merged on the controller."""
+    out = run_pytest(tmp_path, "--panel", "published", "-n", "2", "-q", "--cache-dir", str(tmp_path / "c"))
     assert out.returncode == 0, out.stdout + out.stderr
     assert "22 passed" in out.stdout
     rows = [json.loads(line) for line in (tmp_path / "log").read_text().splitlines()]
     assert len(rows) == 20
     assert {(m, r) for m, r, _, _ in rows} == {(m.name, r) for m in load_panel("published").models for r in m.revisions}
     for model in ("pythia-1b", "olmo-1b"):
-        assert len({w for m, _, w, _ in rows if m == model}) == 1  # one model, one worker
         assert {g for m, _, _, g in rows if m == model} == {model}
     info = json.loads((tmp_path / "info.json").read_text())
     assert info["panels"] == ["published"] and info["device"] == "auto"
@@ -360,84 +452,8 @@ def test_contract_test_ids_and_filters(tmp_path):
                    "test_revision[olmo-1b@step1454000-tokens3048B]"]
 
 
-def test_units_that_wait_for_training_go_out_last():
-    """While an organism trains on the controller, the scheduler hands out every other unit first."""
-    from headwatch.fixtures.scheduling import first_ready
-
-    training = {"gptneox-seed0"}
-    scopes = ["model:gptneox-seed0", "model:pythia-1b", "tests/test_x.py::test_a"]
-    assert first_ready(scopes, training.__contains__) == "model:pythia-1b"
-    assert first_ready(scopes[:1], training.__contains__) is None  # all wait: the base class's order
-    assert first_ready(["tests/test_x.py::test_a"], lambda m: True) == "tests/test_x.py::test_a"
-
-
-def test_while_training_units_go_out_in_collection_order_and_waiting_models_last(pytester):
-    """The controller's scheduler, driven as xdist drives it: the first unit each worker gets is
-    the earliest collected one that needs no training organism (the plugin collects tests marked
-    mostly_waits first); units of a model whose organism trains go out last; once training is over,
-    xdist's own order (largest unit first) is back."""
-    from headwatch.fixtures.scheduling import make_scheduler
-
-    ids = ["t/test_slurm.py::test_cluster", "c/test_f1.py::test_f1[pythia-1b@step1]", "c/test_f1.py::test_f1[pythia-1b@step2]",
-           "c/test_f1.py::test_f1[organism-olmo@step0]", "c/test_f1.py::test_f1[organism-olmo@step9]",
-           "c/test_f1.py::test_f1[organism-olmo@step10]", "t/test_x.py::test_a"]
-
-    def run(training: bool) -> list[list[str]]:
-        config = pytester.parseconfig("-p", "xdist", "--tx", "2*popen")
-        sched = make_scheduler(config, None, ["pythia-1b", "organism-olmo"],
-                               waits=lambda m: training and m == "organism-olmo", training=lambda: training)
-        sent: list[list[str]] = []
-
-        class Node:  # what the scheduler uses of xdist's WorkerController
-            shutting_down = False
-
-            def __init__(self, name: str) -> None:
-                self.gateway = SimpleNamespace(id=name)
-
-            def shutdown(self) -> None:
-                pass
-
-            def send_runtest_some(self, indices) -> None:
-                sent.append([ids[i] for i in indices])
-
-        nodes = [Node("gw0"), Node("gw1")]
-        for node in nodes:
-            sched.add_node(node)
-            sched.add_node_collection(node, ids)
-        sched.schedule()
-        return sent
-
-    during = run(training=True)
-    assert during[0] == ["t/test_slurm.py::test_cluster"]  # collected first, out first
-    assert during[1] == ["c/test_f1.py::test_f1[pythia-1b@step1]", "c/test_f1.py::test_f1[pythia-1b@step2]"]
-    assert "organism-olmo" not in " ".join(sum(during[:3], []))  # the training model's unit waits for the rest
-    after = run(training=False)
-    assert after[0][0].endswith("[organism-olmo@step0]")  # xdist's order: the largest unit first
-
-
-def test_workers_take_only_the_cores_training_leaves():
-    from headwatch.fixtures.scheduling import worker_may_run
-
-    # 2 cores: three or two organisms training keep both; with one left, gw0 runs beside it
-    assert [worker_may_run(i, 3, 2) for i in (0, 1)] == [False, False]
-    assert [worker_may_run(i, 2, 2) for i in (0, 1)] == [False, False]
-    assert [worker_may_run(i, 1, 2) for i in (0, 1)] == [True, False]
-    assert [worker_may_run(i, 0, 2) for i in (0, 1)] == [True, True]
-    assert [worker_may_run(i, 3, 16) for i in (0, 1)] == [True, True]
-
-
-def test_a_model_waits_only_while_its_organism_trains():
-    job = runner.TrainingJob("gptneox", 0, Path("/nonexistent"))
-    s = plugin.HeadwatchSession(chosen=None, training_models={"organism-gptneox": job})
-    assert not s.waits_for_training("organism-gptneox")  # nothing training
-    s.training = SimpleNamespace(finished=lambda j: False)
-    assert s.waits_for_training("organism-gptneox") and not s.waits_for_training("pythia-1b")
-    s.training = SimpleNamespace(finished=lambda j: j is job)
-    assert not s.waits_for_training("organism-gptneox")
-
-
 def test_model_scope_of_test_ids():
-    from headwatch.fixtures.scheduling import model_scope
+    from headwatch.plugin import model_scope
 
     ids = ["pythia-1b", "pythia-1b-deduped", "olmo-1b", "t.m"]
     assert model_scope("c/test_f1.py::test_f1[pythia-1b@step3000]", ids) == "pythia-1b"

@@ -285,13 +285,21 @@ def test_report_cli_writes_figures_csv_and_json(tmp_path):
     assert len(p.figures) == len(FIGURE_NAMES) * len(PUBLISHED_MODELS) and len(p.cells) == len(CLAIMS) * 2
 
 
-def test_report_cli_measures_nothing_and_lists_what_is_missing(tmp_path, capsys):
-    """An empty cache: the organisms are listed as not measured, with the command that measures them,
-    never trained or probed (exit 2)."""
+@pytest.mark.parametrize("trained", [False, True], ids=["untrained", "trained"])
+def test_report_cli_measures_nothing_and_lists_what_is_missing(trained, tmp_path, capsys, monkeypatch, never_trains):
+    """An empty measurement cache: the organisms are listed as not measured, with the command that
+    trains them (where they are not) and the one that measures them, never trained or probed (exit 2)."""
+    from headwatch import selection
+
+    monkeypatch.setenv("HEADWATCH_ORGANISMS_CACHE", str(tmp_path / "org"))
+    if trained:
+        monkeypatch.setattr(selection, "missing_organisms", lambda picked, models: [])
     out = tmp_path / "out"
     assert _cli("--panel", "organisms", "--out", str(out), "--cache-dir", str(tmp_path / "empty")) == 2
     err = capsys.readouterr().err
-    assert "not measured yet: step0" in err and "--train-missing" in err and "nothing was trained" in err
+    assert "not measured yet: step0" in err and "nothing was measured" in err
+    assert ("headwatch organisms train --panel organisms" in err) is not trained and ("--train" in err) is not trained
+    assert "to measure the rest: headwatch judge --panel organisms --cache-dir" in err
     assert not (tmp_path / "empty" / "hub").exists()
     rows = list(csv.DictReader(open(out / "summary.csv", encoding="utf-8")))
     assert {r["status"] for r in rows} == {MISSING}

@@ -59,7 +59,7 @@ def test_a_failed_submission_is_named_and_no_job_is_said_to_keep_running(tmp_pat
 
 
 @pytest.mark.slow
-@pytest.mark.mostly_waits  # on `ray start` and its cluster: it may run beside organism training
+@pytest.mark.mostly_waits  # on `ray start` and its cluster: it runs first, beside organism training, unniced
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed (pip install 'headwatch[ray]')")
 def test_ray_without_address_starts_its_own_cluster_beside_a_ray_start_one(tmp_path, checkpoint, copied_local_panel):
     ray_bin = Path(sys.executable).with_name("ray")

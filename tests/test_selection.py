@@ -70,7 +70,7 @@ def test_no_flag_has_two_meanings():
         if "--cache-dir" in flags:
             assert flags["--cache-dir"].help == selection.OPTIONS["cache_dir"].kwargs["help"], name
     assert "--cache-dir" not in _flags("measure") and "--hub-cache-dir" in _flags("measure")
-    assert "--cache-dir" not in _flags("organisms") and "--organisms-cache-dir" in _flags("organisms")
+    assert "--hub-cache-dir" not in _flags("organisms") and "--organisms-cache-dir" in _flags("organisms")
     assert _flags("judge")["--dtype"].choices == DTYPES == tuple(_pytest_flags()["--dtype"]["choices"])
 
 
@@ -86,7 +86,7 @@ def test_panels_models_and_revisions_parse_the_same_way(command):
 
 
 def test_every_front_end_has_the_same_default_panels():
-    picked = selection.select(selection.Choices(train_missing=False), resolve=False)
+    picked = selection.select(selection.Choices(), resolve=False)
     assert [p.name for p in picked.panels] == default_panels() == selection.default_panel_names()
 
 

@@ -39,7 +39,7 @@ BINARIES = ("slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "srun", "sinf
 MISSING = [b for b in BINARIES if shutil.which(b) is None]
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.mostly_waits,  # on slurmd and the queue: it may run beside organism training
+    pytest.mark.mostly_waits,  # on slurmd and the queue: it runs first, beside organism training, unniced
     pytest.mark.skipif(bool(MISSING), reason=f"Slurm is not installed here (no {', '.join(MISSING)}; Debian: "
                                              "apt-get install slurmd slurmctld)"),
     pytest.mark.skipif(importlib.util.find_spec("submitit") is None,

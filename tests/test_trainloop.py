@@ -97,7 +97,7 @@ def test_organism_records_written_in_training_are_the_providers(family, tmp_path
     reloaded = Provider(ProviderOptions(cache_dir=tmp_path / "hw-reload")).model_records(pm)
 
     no_model_loaded(monkeypatch)
-    provider = Provider(dataclasses.replace(options, train_missing=False,
+    provider = Provider(dataclasses.replace(options,
                                             measure_fn=lambda *a, **k: pytest.fail("measured again")))
     records = provider.model_records(pm)
     assert [e.status for e in provider.run.entries] == ["hit", "hit", "hit"]
@@ -148,7 +148,7 @@ def test_the_training_child_measures_and_reports_the_probes_share(tmp_path, monk
     assert all(0 < e.probe_share < 1 for e in checkpoints[1:])
     assert "measured in training" in checkpoints[0].describe() and "% of the time" in events[-1].describe()
     assert events[-1].event == "done" and events[-1].probe_seconds > 0
-    provider = Provider(ProviderOptions(cache_dir=tmp_path / "hw", train_missing=False))
+    provider = Provider(ProviderOptions(cache_dir=tmp_path / "hw"))
     no_model_loaded(monkeypatch)
     provider.model_records(pm)
     assert {e.status for e in provider.run.entries} == {"hit"}

@@ -67,7 +67,7 @@ def _option_rows(parser: argparse.ArgumentParser) -> list[tuple[str, str, str]]:
     formatter = argparse.HelpFormatter(parser.prog)
     rows = []
     for action in parser._actions:
-        if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
+        if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)) or action.help == argparse.SUPPRESS:
             continue
         if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
             default = "on" if action.default else "off"

@@ -666,10 +666,10 @@ def _cases() -> list[Case]:
 
     # -- judge / report / organisms
     add(Case("j-judge-trains", J, "`headwatch judge --panel organisms` with no organism trained", ["headwatch", "judge", "--panel", "organisms", "--models", "organism-olmo"],
-             exit=2, says=("headwatch organisms train", "--train-missing"), env={"HEADWATCH_ORGANISMS_CACHE": "{ws}/org"}, timeout=90,
+             exit=2, says=("headwatch organisms train --panel organisms --models organism-olmo", "--train"), env={"HEADWATCH_ORGANISMS_CACHE": "{ws}/org"}, timeout=90,
              timeout_is_silent=True, test=home("test_judge_and_report_train_nothing_unless_asked")))
     add(Case("j-report-missing", J, "`headwatch report --panel organisms` with nothing measured", ["headwatch", "report", "--panel", "organisms", "--no-figures", "--out", "{ws}/rep"],
-             exit=2, says=("--train-missing",), env={"HEADWATCH_ORGANISMS_CACHE": "{ws}/org"}, test=home("test_judge_and_report_train_nothing_unless_asked")))
+             exit=2, says=("headwatch organisms train --panel organisms",), env={"HEADWATCH_ORGANISMS_CACHE": "{ws}/org"}, test=home("test_judge_and_report_train_nothing_unless_asked")))
     add(Case("j-report-n-examples-0", J, "`headwatch report --n-examples 0`", ["headwatch", "report", "--n-examples", "0", "--out", "{ws}/rep"],
              exit=2, says=("--n-examples",), test=home("test_cli_probe_settings_are_refused_before_loading")))
     add(Case("j-report-n-examples-neg", J, "`headwatch report --n-examples -1`", ["headwatch", "report", "--n-examples", "-1", "--out", "{ws}/rep"],
@@ -688,8 +688,13 @@ def _cases() -> list[Case]:
              check=lambda ws, r: None if "== " in r.out else "no verdicts printed"))
     add(Case("j-no-command", J, "`headwatch` with no subcommand", ["headwatch"], exit=2, says=("COMMAND", "required"), test=home("test_exit_codes_of_the_cli")))
     add(Case("j-bad-flag", J, "`headwatch judge --bogus`", ["headwatch", "judge", "--bogus"], exit=2, says=("--bogus",), test=home("test_exit_codes_of_the_cli")))
-    add(Case("j-organisms-seed-negative", J, "`headwatch organisms train --seed -1`", ["headwatch", "organisms", "train", "--seed", "-1", "--organisms-cache-dir", "{ws}/org"],
-             exit=2, says=("--seed",), test=home("test_organisms_train_arguments_are_checked")))
+    add(Case("j-organisms-seed-negative", J, "`headwatch organisms train --seeds -1`", ["headwatch", "organisms", "train", "--seeds", "-1", "--organisms-cache-dir", "{ws}/org"],
+             exit=2, says=("--seeds",), test=home("test_organisms_train_arguments_are_checked")))
+    add(Case("j-organisms-seeds-many", J, "`headwatch organisms train --seeds 0-9999` (30,000 trainings)", ["headwatch", "organisms", "train", "--seeds", "0-9999", "--organisms-cache-dir", "{ws}/org"],
+             exit=2, says=("30,000 organisms to train", "HEADWATCH_MAX_ORGANISMS=30000"), test=home("test_organisms_train_refusals"),
+             timeout=90, timeout_is_silent=True))
+    add(Case("j-organisms-seed-renamed", J, "`headwatch organisms train --seed 3` (the old spelling)", ["headwatch", "organisms", "train", "--seed", "3", "--organisms-cache-dir", "{ws}/org"],
+             exit=2, says=("--seeds",), test=home("test_organisms_train_refusals")))
     add(Case("j-organisms-threads-0", J, "`headwatch organisms train --threads 0`", ["headwatch", "organisms", "train", "--threads", "0", "--organisms-cache-dir", "{ws}/org"],
              exit=2, says=("--threads",), test=home("test_organisms_train_arguments_are_checked"), timeout=90, timeout_is_silent=True))
     add(Case("j-organisms-cache-file", J, "`headwatch organisms train --organisms-cache-dir` a regular file", ["headwatch", "organisms", "train", "--family", "olmo", "--organisms-cache-dir", "{ws}/afile"],

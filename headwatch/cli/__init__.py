@@ -1,8 +1,9 @@
 """``headwatch`` command line: one subcommand per module of this package.
 
-Each subcommand's module (``measure``, ``measure_panel``, ``organisms``, ``judge``, ``report``)
-exposes ``add_arguments(parser)`` and ``run(args) -> int``; this file only wires them, so adding a
-subcommand is one module and one line in :data:`SUBCOMMANDS`. Only the chosen subcommand's module is
+Each subcommand's module (``measure``, ``measure_panel``, ``organisms``, ``judge``, ``report``,
+``panels``) exposes ``add_arguments(parser)``, ``run(args) -> int`` and ``EXAMPLES`` (its --help
+epilog); this file only wires them, so adding a subcommand is one module and one line in
+:data:`SUBCOMMANDS`. Only the chosen subcommand's module is
 imported, and those modules import torch and transformers inside ``run``, so ``headwatch --help``
 and ``--version`` answer at once. The options that pick panels, models, revisions and where
 measurements live are :mod:`headwatch.selection`'s, shared with the pytest plugin.
@@ -19,6 +20,7 @@ import argparse
 import importlib
 import logging
 import sys
+import textwrap
 import traceback
 
 from headwatch import __version__
@@ -36,7 +38,15 @@ EXIT_CODES = {
     3: "internal error: headwatch crashed (traceback printed); please report it",
     130: "interrupted: finished measurements are kept; run the same command again to resume",
 }
-EPILOG = "exit codes: " + "; ".join(f"{code} {text}" for code, text in EXIT_CODES.items())
+EPILOG = "exit codes:\n" + "\n".join(textwrap.fill(f"{code:>3}  {text}", 100, subsequent_indent=" " * 5)
+                                       for code, text in EXIT_CODES.items())
+#: What ``headwatch --help`` shows first; each subcommand's module has its own ``EXAMPLES``.
+EXAMPLES = """examples:
+  headwatch judge --panel published                       verdicts from the author's own measurements (seconds)
+  headwatch organisms train                               the training step the organisms panel needs (about 10 min)
+  headwatch panels                                        the shipped panels: their models, what they cost
+  headwatch COMMAND --help                                a command's options and examples
+"""
 
 #: subcommand -> (module, one-line help). "organisms" takes a further verb (train).
 SUBCOMMANDS = {
@@ -44,12 +54,14 @@ SUBCOMMANDS = {
     "measure-panel": ("headwatch.cli.measure_panel", "measure what a panel lacks as parallel tasks (local pool, Ray, Slurm)"),
     "organisms": ("headwatch.cli.organisms", "train the tiny model organisms into the local Hub cache"),
     "judge": ("headwatch.cli.judge", "judge claims F1-F5 and the causal check; print and write verdicts"),
-    "report": ("headwatch.cli.report", "build the figures and a CSV/JSON summary from cached measurements"),
+    "report": ("headwatch.cli.report", "judge a panel and write its figures, a CSV/JSON summary and report.html"),
+    "panels": ("headwatch.cli.panels", "list the shipped panels (models, what a run costs); check a panel file"),
 }
 
 
-class HelpFormatter(argparse.HelpFormatter):
-    """Shows every option's default: appends ``(default: X)`` where the help text does not say it."""
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Shows every option's default: appends ``(default: X)`` where the help text does not say it; the
+    description and the epilog (examples, exit codes) keep their lines."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
@@ -65,7 +77,7 @@ class HelpFormatter(argparse.HelpFormatter):
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser; only ``command``'s module is imported and wired (None: none, for ``--help``)."""
     parser = argparse.ArgumentParser(
-        prog="headwatch", formatter_class=HelpFormatter, epilog=EPILOG,
+        prog="headwatch", formatter_class=HelpFormatter, epilog=EXAMPLES + "\n" + EPILOG,
         description="Hypothesis tests for when attention circuits form during training (arXiv 2606.02378). "
                     "Run `headwatch COMMAND --help` for a command's options; the claim tests run under pytest.")
     parser.add_argument("--version", action="version", version=f"headwatch {__version__}",
@@ -85,6 +97,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             p.set_defaults(_run=lambda _args, e=e, name=name: _unavailable(name, e))
             continue
         module.add_arguments(p)
+        p.epilog = getattr(module, "EXAMPLES", "") + "\n" + EPILOG
         p.set_defaults(_run=module.run)
     return parser
 

@@ -10,9 +10,11 @@ each as :meth:`headwatch.claims.verdict.Verdict.to_dict`. A panel's populations 
 (claims/population.py: each claim over the reference members, k of n with its exact interval, and
 each candidate's place among them), under ``populations`` in the JSON.
 
-Nothing is trained or downloaded unless ``--train-missing`` says so: an organism that is not
-trained, or a Hub checkpoint that is not in the local Hub cache, is listed with the command that
-fills it, and the command exits 2 after judging the rest.
+What is missing follows the policy every front end shares (:data:`headwatch.selection.MISSING_OPTIONS`):
+an organism that is not trained is trained with ``--train`` (the training step,
+:func:`headwatch.selection.ensure_organisms`), a Hub checkpoint missing from the local Hub cache is
+downloaded unless ``--offline``; what stays missing is listed with the command that fills it, and
+the command exits 2 after judging the rest.
 """
 from __future__ import annotations
 
@@ -29,23 +31,45 @@ from headwatch.fixtures.reference import NO_PANEL
 
 log = logging.getLogger("headwatch.judge")
 
+EXAMPLES = """examples:
+  headwatch judge --panel published                          the author's own measurements (seconds)
+  headwatch judge --panel organisms --train                  train the organisms first if they are missing
+  headwatch judge --panel my-seed.toml --json verdicts.json  your checkpoints; the verdicts as JSON too
+  headwatch judge --panel paper --cache-dir /shared/hw --offline   from a shared cache, nothing downloaded
+"""
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    selection.add_options(parser.add_argument, selection.PANEL_OPTIONS)
+    selection.add_options(parser.add_argument, selection.PANEL_OPTIONS + selection.MISSING_OPTIONS)
     parser.add_argument("--json", default=None, metavar="OUT",
                         help="write the verdicts to OUT as JSON; '-' writes them to stdout and the verdict "
                              "lines to stderr (default: no JSON). Checked before anything is judged")
-    parser.add_argument("--train-missing", action="store_true",
-                        help="train organisms the organism cache lacks and download Hub checkpoints the Hub cache "
-                             "lacks, then measure them (default: list them with the command that fills them, exit 2)")
 
 
 def chosen(args: argparse.Namespace) -> selection.Selection:
-    """The selection the arguments ask for; without --train-missing nothing trains and Hub
-    checkpoints resolve from the local Hub cache only."""
-    choices = selection.choices_from_args(args, train_missing=args.train_missing,
-                                          offline=None if args.train_missing else True)
-    return selection.select(choices, progress=False, resolve=True)
+    """The selection the arguments ask for."""
+    return selection.select(selection.choices_from_args(args), progress=False, resolve=True)
+
+
+def get_organisms(picked: selection.Selection) -> list[str]:
+    """The training step for what ``picked`` needs (with --train); the command that trains what stays
+    missing (--no-train: those models are then listed as missing), else []."""
+    try:
+        selection.ensure_organisms(picked, train=picked.choices.train)
+    except selection.OrganismsNotTrained as e:
+        return e.command
+    return []
+
+
+def fill_missing(untrained: list[str], not_downloaded: bool) -> list[str]:
+    """What fills what stayed missing: the training step's command (or --train) for organisms, a
+    rerun that may download for Hub checkpoints the local Hub cache lacks."""
+    lines = []
+    if untrained:
+        lines.append(f"to train the organisms: {shlex.join(untrained)} (or rerun with --train)")
+    if not_downloaded:
+        lines.append("to download the checkpoints: rerun without --offline, with HF_HUB_OFFLINE unset")
+    return lines
 
 
 def _populations(models: list[Any], members: dict[str, Any], result: dict[str, Any], out: Any) -> int:
@@ -78,15 +102,22 @@ def run(args: argparse.Namespace) -> int:
     from headwatch.claims.population import member_from_verdicts
     from headwatch.fixtures.loading import NotInCache
     from headwatch.fixtures.provider import OrganismNotTrained
+    from headwatch.fixtures.organisms.runner import TrainingError
     from headwatch.validation import InputError
 
     json_path = check_output_file(args.json, "--json") if args.json is not None else None
     to_stdout = args.json == "-"
     out = sys.stderr if to_stdout else sys.stdout
     picked = chosen(args)
+    try:
+        untrained = get_organisms(picked)
+    except TrainingError as e:
+        print(f"headwatch judge: {e}", file=sys.stderr)
+        return 1
     result: dict[str, Any] = {"models": {}}
     unexpected = 0
     missing: list[str] = []
+    not_downloaded = False
     members: dict[str, Any] = {}  # population members: model id -> claims/population.py Member
     # One model at a time: read, judge, print, keep its verdicts (and a member's quantities), drop its
     # records; a population of 7,854 full-size records is never held at once (issue 33).
@@ -95,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
             records = picked.provider.model_records(entry)
         except (OrganismNotTrained, NotInCache) as e:  # listed with the command that fills it
             missing.append(f"{entry.id}: {e}")
+            not_downloaded |= isinstance(e, NotInCache)
             continue
         if not records:
             raise InputError(f"no measurement records for {entry.repo}")
@@ -123,11 +155,10 @@ def run(args: argparse.Namespace) -> int:
         write_json_atomic(json_path, result)
         log.info("wrote %s", json_path)
     if missing:
-        print(f"not judged, {len(missing)} model(s) missing (nothing was trained or downloaded):", file=sys.stderr)
+        print(f"not judged, {len(missing)} model(s) missing:", file=sys.stderr)
         for line in missing:
             print(f"  {line}", file=sys.stderr)
-        print("to train and download what is missing, then judge: "
-              + shlex.join(["headwatch", "judge", *selection.as_argv(picked.choices), "--train-missing"]),
-              file=sys.stderr)
+        for line in fill_missing(untrained, not_downloaded):
+            print(line, file=sys.stderr)
         return 2
     return 1 if unexpected else 0

@@ -28,6 +28,13 @@ from headwatch.probes.record import ProbeSettings
 from headwatch.validation import CLI_FLAGS, InputError, argtype
 
 
+EXAMPLES = """examples:
+  headwatch measure --model EleutherAI/pythia-1b --revision step3000 --out pythia-step3000.json
+  headwatch measure --model runs/seed1 --revision step512 --out seed1-step512.json   DIR/<revision>/
+  headwatch measure --model runs/seed1/step512 --out -                              one folder; JSON to stdout
+"""
+
+
 def flag(field: str) -> str:
     """How this command spells a ProbeSettings field in messages."""
     return CLI_FLAGS.get(field, field)

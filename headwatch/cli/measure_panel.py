@@ -3,7 +3,7 @@
     headwatch measure-panel --panel paper --executor ray --address auto --evict
     headwatch measure-panel --panel paper --executor slurm --workers 8 --slurm-partition gpu \\
         --slurm-setup 'source /shared/venv/bin/activate' --cache-dir /shared/hw --hub-cache-dir /local/hf --evict
-    headwatch measure-panel --panel organisms --executor local --workers 2
+    headwatch measure-panel --panel organisms --train --executor local --workers 2
 
 One task per (model, revision) whose measurement is not in the cache (``headwatch.fixtures.fanout``);
 each resolves, downloads, measures, writes its cache entry and, with ``--evict``, deletes its
@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -28,6 +29,14 @@ from headwatch.names import duration
 from headwatch.validation import InputError, argtype
 
 log = logging.getLogger("headwatch.measure_panel")
+
+EXAMPLES = """examples:
+  headwatch measure-panel --panel paper --dry-run                        what is cached, what would run (nothing runs)
+  headwatch measure-panel --panel paper --executor ray --address auto --cache-dir /shared/hw --evict
+  headwatch measure-panel --panel paper --executor slurm --workers 8 --slurm-partition gpu \\
+      --slurm-setup 'source /shared/venv/bin/activate' --cache-dir /shared/hw --evict
+  headwatch measure-panel --panel organisms --train --workers 2          train the organisms first, then measure
+"""
 
 EXECUTORS = ("local", "ray", "slurm", "submitit-local")
 
@@ -49,7 +58,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="delete each Hub checkpoint from the Hub cache once measured (disk bounded by the tasks "
                         "in flight; organisms and local folders are never deleted)")
     selection.add_options(p.add_argument, ("hub_cache_dir", "cache_dir", "organisms_cache_dir", "device", "dtype",
-                                           "n_examples"))
+                                           "n_examples") + selection.MISSING_OPTIONS)
     p.add_argument("--cpus-per-task", type=argtype(validation.POSITIVE_INT, "--cpus-per-task"), default=None, metavar="N",
                    help="CPUs (torch threads) per task on Ray and Slurm (default: 1 on Ray, 4 on Slurm, this "
                         "machine's cores / --workers for submitit-local)")
@@ -67,7 +76,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="shell line run before each task (repeatable), e.g. 'source /shared/venv/bin/activate'")
     p.add_argument("--slurm-option", action="append", default=[], metavar="KEY=VALUE",
                    help="another sbatch option (repeatable), e.g. account=myproj or qos=low")
-    p.add_argument("--dry-run", action="store_true", help="print the plan (what is cached, what would run) and stop")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the plan (what is cached, what would run, organisms --train would train first) and stop: "
+                        "nothing is trained, downloaded or measured")
 
 
 def _slurm_options(pairs: list[str]) -> dict[str, str]:
@@ -120,13 +131,18 @@ def run(args: argparse.Namespace) -> int:
     options, cache_dir, panels = picked.options, picked.options.cache_dir, picked.panels
 
     t0 = time.perf_counter()
+    trained: list[str] = []
+    if not args.dry_run:  # the training step first (--train), or the refusal naming its command
+        try:
+            trained = selection.ensure_organisms(picked, train=picked.choices.train, say=log.info).missing
+        except TrainingError as e:
+            print(f"headwatch measure-panel: training the organisms failed: {e}", file=sys.stderr)
+            return 1
     try:
-        plan = plan_panel(models, options, evict=args.evict, say=log.info)
+        plan = plan_panel(models, options, evict=args.evict)
     except LoadingError as e:
         raise InputError(f"{e} (nothing was started)") from None
-    except TrainingError as e:
-        print(f"headwatch measure-panel: training the organisms failed: {e}", file=sys.stderr)
-        return 1
+    plan.trained = trained
     print(f"panel {', '.join(p.name for p in panels)}, cache {options.measurement_dir}: {plan.describe()}")
     if plan.tasks:  # what the tasks will download and take, before any starts (fixtures/estimate.py)
         from headwatch.fixtures.estimate import estimate
@@ -136,7 +152,10 @@ def run(args: argparse.Namespace) -> int:
             by_model.setdefault(t.model.id, (t.model, []))[1].append(t.revision)
         print(estimate(by_model.values(), n_examples=args.n_examples).describe("the tasks to run"))
     if args.dry_run or not plan.tasks:
-        if not plan.tasks:
+        if plan.untrained:  # a dry run: the training step would come first
+            command = selection.training_command(picked, selection.organism_models(picked, plan.untrained))
+            print(f"the organisms would train first ({shlex.join(command)}, or this command with --train)")
+        elif not plan.tasks:
             print("nothing to measure: the claims can run from the cache")
         return 0
 

@@ -13,11 +13,12 @@ tests use, and writes into ``--out DIR``::
     DIR/population-<name>/*.png  population_induction, population_bos: every member on one figure
     DIR/report.html              the verdict table and figures as one self-contained page
 
-The models are :mod:`headwatch.selection`'s (the options pytest and ``judge`` take). Revisions
-not yet measured are listed with the command that measures them, and the command exits 2; nothing
-is trained, downloaded or measured unless ``--train-missing`` says so (then what is missing is
-measured first, training organisms and downloading checkpoints as needed). Exit codes:
-:data:`headwatch.cli.EXIT_CODES`.
+The models are :mod:`headwatch.selection`'s (the options pytest and ``judge`` take), and so is the
+policy for what is missing (:data:`~headwatch.selection.MISSING_OPTIONS`): an organism that is not
+trained is trained first with ``--train`` (the training step, which measures each checkpoint as it
+saves it; else it is listed with that step's command); ``--offline`` asks the Hub nothing (its
+branch lists). Nothing else is measured or downloaded: revisions not yet measured are listed with
+the command that measures them, and the command exits 2. Exit codes: :data:`headwatch.cli.EXIT_CODES`.
 """
 from __future__ import annotations
 
@@ -35,14 +36,17 @@ from headwatch.files import check_output_dir, write_atomic, write_json_atomic
 
 log = logging.getLogger("headwatch.report")
 
+EXAMPLES = """examples:
+  headwatch report --panel published --out reports/published          figures, CSV, JSON and report.html
+  headwatch report --panel organisms --train --out reports/organisms  train the organisms first if missing
+  headwatch report --panel paper --cache-dir /shared/hw --out reports/paper   what measure-panel measured
+"""
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, metavar="DIR", help="folder for the figures, CSV and JSON")
-    selection.add_options(parser.add_argument, selection.PANEL_OPTIONS)
+    selection.add_options(parser.add_argument, selection.PANEL_OPTIONS + selection.MISSING_OPTIONS)
     parser.add_argument("--no-figures", action="store_true", help="only the CSV and JSON (default: figures too)")
-    parser.add_argument("--train-missing", action="store_true",
-                        help="measure what the cache lacks first, training organisms and downloading checkpoints "
-                             "as needed (default: list it with the command that fills it, exit 2)")
 
 
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
@@ -62,18 +66,19 @@ def run(args: argparse.Namespace) -> int:
     from headwatch.claims.report_data import (draws_member_figures, model_report, population_parts,
                                               population_reports, summary_rows, verdict_cell)
     from headwatch.claims.report_render import fragment, standalone_page, versions
+    from headwatch.cli.judge import get_organisms
+    from headwatch.fixtures.organisms.runner import TrainingError
 
     out = check_output_dir(args.out, "--out")
-    choices = selection.choices_from_args(args, train_missing=args.train_missing,
-                                          offline=None if args.train_missing else True)
-    # Listing branches ({ log_spaced = n }) may train an organism or ask the Hub: only with --train-missing.
+    choices = selection.choices_from_args(args)
     picked = selection.select(choices, progress=False, resolve=False)
-    models = picked.resolve(list_branches=args.train_missing)
+    models = picked.resolve(list_branches=not choices.offline)  # branch lists ({ log_spaced = n }): never organisms'
     reader, cache_dir = picked.provider, picked.options.cache_dir
-    if args.train_missing:  # measure what the cache lacks (training and downloading as needed) first
-        for m in models:
-            reader.model_records(m)
-            reader.forget(m)
+    try:
+        untrained = get_organisms(picked)  # --train: the training step measures as it trains
+    except TrainingError as e:
+        print(f"headwatch report: {e}", file=sys.stderr)
+        return 1
 
     # one model at a time: read, judge, draw, write its figures, drop its records (issue 33)
     draw_members = draws_member_figures(models)
@@ -118,9 +123,12 @@ def run(args: argparse.Namespace) -> int:
     missing = [r for r in reports if r.missing or not r.revisions]
     if missing:
         again = selection.as_argv(choices)
-        print(f"{len(missing)} model(s) lack measurements (nothing was trained, downloaded or measured); to measure "
-              "them and write the report again: "
-              + shlex.join(["headwatch", "report", "--out", args.out, *again, "--train-missing"])
-              + f" (or run the claim tests: {shlex.join(['pytest', 'claims', *again])})", file=sys.stderr)
+        print(f"{len(missing)} model(s) lack measurements (nothing was measured)", file=sys.stderr)
+        if untrained:
+            print(f"to train the organisms (measured as they train): {shlex.join(untrained)} (or rerun with --train)",
+                  file=sys.stderr)
+        print("to measure the rest: " + shlex.join(["headwatch", "judge", *again])
+              + f" (or run the claim tests: {shlex.join(['pytest', 'claims', *again])}), then write the report again",
+              file=sys.stderr)
         return 2
     return 1 if sum(surprises(r.verdicts) for r in reports) else 0
