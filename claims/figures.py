@@ -18,6 +18,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure as MplFigure
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import FuncFormatter
 
@@ -265,8 +266,6 @@ def label_grid_figure(record: MeasurementRecord, model: str = "") -> bytes:
 
 def _grid_marker_handles() -> list[Any]:
     """Legend entries for the BOS-head dot and the induction-circuit outline."""
-    from matplotlib.lines import Line2D
-
     return [Line2D([], [], marker="o", ls="", ms=4, mfc="white", mec="black", label=f"first-token >= {SPEC.bos:g}x (BOS)"),
             Line2D([], [], marker="s", ls="", ms=7, mfc="none", mec=CLASS_COLORS["induction"], mew=2,
                    label=f"induction >= {SPEC.induction:g}x")]

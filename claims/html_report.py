@@ -19,6 +19,7 @@ import re
 import traceback
 from collections import Counter
 from dataclasses import replace
+from html import escape
 from typing import Any
 
 import pytest
@@ -167,6 +168,4 @@ class HeadwatchReport:
 
 
 def _escape(text: str) -> str:
-    from html import escape
-
     return escape(text)

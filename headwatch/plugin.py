@@ -46,8 +46,9 @@ The contract the claim tests code against:
 """
 from __future__ import annotations
 
-# Every headwatch import below sits inside the hook that needs it: this module is imported by every
-# pytest run in the environment, and must cost a foreign test suite nothing (no panels, no torch).
+# This module is imported by every pytest run in the environment, and must cost a foreign test suite
+# nothing (no panels, no torch): at its top only headwatch's options and rules (selection, validation,
+# paths: the standard library beneath them); fixtures, claims and torch inside the hook that needs them.
 import importlib.util
 import os
 import re
@@ -58,6 +59,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from headwatch import __version__, selection
+from headwatch.paths import source_checkout
+from headwatch.validation import InputError, input_error_from
 
 #: The folder of the claim tests: the repository's claims/ in a checkout, site-packages otherwise.
 CLAIMS_DIR = Path(importlib.util.find_spec("headwatch.claims").origin).resolve().parent
@@ -127,8 +132,6 @@ DEST = "headwatch_"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    from headwatch import selection  # the standard library and headwatch's rules only: cheap for a foreign run
-
     g = parser.getgroup("headwatch", "headwatch panels and measurements")
     selection.add_options(g.addoption, SELECTION_OPTIONS, dest_prefix=DEST)
 
@@ -147,9 +150,7 @@ def is_claim_test(path: Path | str) -> bool:
 
 
 def _headwatch_option_given(config: pytest.Config) -> bool:
-    from headwatch.selection import option_given
-
-    return option_given(_get(config), SELECTION_OPTIONS)
+    return selection.option_given(_get(config), SELECTION_OPTIONS)
 
 
 def _arg_paths(config: pytest.Config) -> list[Path]:
@@ -214,16 +215,13 @@ def _share_cpu_threads(config: pytest.Config) -> None:
     """
     workers = int(getattr(config, "workerinput", {}).get("workercount", 0) or 0)
     if workers > 1:
-        import torch
+        import torch  # deferred: torch
 
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
 
 
 def _setup(config: pytest.Config) -> HeadwatchSession:
     """The user's selection (headwatch.selection: panels, models, provider); bad input is a usage error."""
-    from headwatch import selection
-    from headwatch.validation import InputError
-
     _share_cpu_threads(config)
     workerinput = getattr(config, "workerinput", None)
     refresh = bool(config.getoption(DEST + "refresh"))
@@ -250,8 +248,6 @@ def select_revisions(config: pytest.Config) -> list[Any]:
     Log-spaced panels list branches (Hub, cache, or an organism's training), so they resolve
     lazily at collection; explicit lists resolve at configure time.
     """
-    from headwatch.validation import InputError
-
     s = state(config)
     try:
         return s.chosen.resolve()
@@ -278,7 +274,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("htmlpath", None):
         config.option.self_contained_html = True  # the user's command has no --self-contained-html
         if getattr(config, "workerinput", None) is None:  # the report is written on the controller only
-            from headwatch.claims.html_report import HeadwatchReport
+            from headwatch.claims.html_report import HeadwatchReport  # deferred: matplotlib (the figures)
 
             config.pluginmanager.register(HeadwatchReport(config, state(config)), "headwatch-html-report")
 
@@ -292,7 +288,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     hub = [m for m in s.selection if m.origin.downloads]
     if not hub:
         return None
-    from headwatch.fixtures.estimate import estimate_models
+    from headwatch.fixtures.estimate import estimate_models  # deferred: a foreign run imports no fixtures
 
     cost = estimate_models(hub, n_examples=s.options.n_examples)
     return ["headwatch: " + cost.describe("at most (revisions already cached cost nothing)")]
@@ -331,7 +327,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def _parametrize_populations(metafunc: pytest.Metafunc) -> None:
     """A test requesting ``population`` runs once per selected population (id: its name); one requesting
     ``candidate`` once per candidate member (id: the member's), with ``population`` set to its own."""
-    from headwatch.fixtures.panels import populations
+    from headwatch.fixtures.panels import populations  # deferred: a foreign run imports no panels
 
     pops = populations(select_revisions(metafunc.config))
     if "candidate" in metafunc.fixturenames:
@@ -379,9 +375,6 @@ def _refuse_other_claim_copies(items: list[pytest.Item]) -> None:
     stray = [item for item in items if placeholder(item)]
     if not stray:
         return
-    from headwatch import __version__
-    from headwatch.paths import source_checkout
-
     folders = sorted({str(Path(item.path).parent) for item in stray})
     installed = source_checkout()
     raise pytest.UsageError(
@@ -491,9 +484,6 @@ def _start_training(config: pytest.Config, model_ids: set[str]) -> None:
     s.training_asked = True
     if not model_ids:
         return
-    from headwatch import selection
-    from headwatch.validation import InputError
-
     plain, tr, started = _say(config), config.pluginmanager.get_plugin("terminalreporter"), []
 
     def say(text: str, **markup) -> None:  # the step's lines, under one heading
@@ -604,7 +594,7 @@ def pytest_xdist_node_collection_finished(node, ids) -> None:
     s = state(config)
     if s.training_asked:
         return
-    from headwatch.fixtures.panels import populations
+    from headwatch.fixtures.panels import populations  # deferred: a foreign run imports no panels
     if not s.resolved and any(m.revision_query for m in s.selection):  # revisions resolve on the workers
         _start_training(config, {m.id for m in s.selection if m.origin.trains})
         return
@@ -688,8 +678,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     exc = call.excinfo.value
     if isinstance(exc, (AssertionError, pytest.fail.Exception)) and rep.when == "call":
         return  # a claim that does not hold: the finding
-    from headwatch.validation import input_error_from
-
     problem = input_error_from(exc)  # InputError, or the user's machine (a full disk, a permission)
     if problem is not None:
         rep.user_properties.append((ERROR_PROPERTY, "input"))

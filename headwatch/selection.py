@@ -26,8 +26,9 @@ way a model in DIR that no panel in play lists is judged too, without expectatio
 :data:`~headwatch.fixtures.reference.NO_PANEL`).
 
 Bad input raises :class:`~headwatch.validation.InputError` (the CLI: exit 2; pytest: a usage error).
-This module imports only the standard library and headwatch's rules at import time: the plugin
-reads :data:`OPTIONS` in every pytest run of the environment, and ``headwatch --help`` must stay instant.
+This module imports only the standard library and headwatch's rules and helpers at import time: the
+plugin reads :data:`OPTIONS` in every pytest run of the environment, and ``headwatch --help`` must
+stay instant.
 """
 from __future__ import annotations
 
@@ -44,6 +45,7 @@ from typing import Any, Callable, Iterable
 
 from headwatch import validation
 from headwatch.names import compact, duration, split_list
+from headwatch.paths import default_cache_dir
 from headwatch.validation import DTYPES, InputError
 
 log = logging.getLogger("headwatch.selection")
@@ -215,7 +217,7 @@ def as_argv(choices: Choices, names: Iterable[str] | None = None) -> list[str]:
 
 def default_panel_names() -> list[str]:
     """The panels that run without ``--panel``: the shipped ones needing neither network nor GPU."""
-    from headwatch.fixtures.panels import default_panels
+    from headwatch.fixtures.panels import default_panels  # deferred: no fixtures in a foreign pytest run
 
     return default_panels()
 
@@ -223,8 +225,7 @@ def default_panel_names() -> list[str]:
 def provider_options(choices: Choices, **extra: Any):
     """The :class:`~headwatch.fixtures.provider.ProviderOptions` the choices ask for (folders made
     absolute; ``--reference-dir`` must be a folder). ``extra``: options no user types (progress, ...)."""
-    from headwatch.fixtures.provider import ProviderOptions
-    from headwatch.paths import default_cache_dir
+    from headwatch.fixtures.provider import ProviderOptions  # deferred: no fixtures in a foreign pytest run
 
     def folder(value: str | None) -> Path | None:
         return Path(value).expanduser().resolve() if value else None
@@ -269,12 +270,12 @@ class Selection:
         checked now rather than in every measurement."""
         if not self.needs_model:
             return
-        from headwatch.fixtures.cache import MeasurementCache
+        from headwatch.fixtures.cache import MeasurementCache  # deferred: no fixtures in a foreign pytest run
 
         # writable, or an existing folder on a read-only mount: what it lacks is refused before it is measured
         MeasurementCache(self.options.measurement_dir, read_only_ok=True)
         if self.options.device != "auto":
-            from headwatch.fixtures.loading import pick_device
+            from headwatch.fixtures.loading import pick_device  # deferred: no fixtures in a foreign pytest run
 
             pick_device(self.options.device)
 
@@ -285,7 +286,7 @@ class Selection:
         model's source lacks refused, all at once (``Provider.refuse_missing_revisions``). Idempotent."""
         if self.resolved:
             return self.models
-        from headwatch.fixtures import panels
+        from headwatch.fixtures import panels  # deferred: no fixtures in a foreign pytest run
 
         provider, models = self.provider, self.models
         if self.options.reference_dir:  # a reference folder brings its own revisions
@@ -313,6 +314,7 @@ class Selection:
 def select(choices: Choices, *, resolve: bool = True, **extra: Any) -> Selection:
     """Panels, models and the provider for ``choices``; with ``resolve``, the revisions too
     (:meth:`Selection.resolve`). ``extra`` goes to the provider's options (progress, refresh_since)."""
+    # deferred: no fixtures in a foreign pytest run
     from headwatch.fixtures import panels, reference
     from headwatch.fixtures.provider import Provider
     from headwatch.fixtures.runinfo import RunInfo
@@ -385,7 +387,7 @@ def organism_models(chosen: Selection, model_ids: Iterable[str] | None = None) -
     """The selected organism models (of ``model_ids`` and, for a population id there, its members):
     what the training step trains for this selection."""
     ids = None if model_ids is None else set(model_ids)
-    from headwatch.fixtures.panels import populations  # deferred: panels read the organisms' recipes (torch)
+    from headwatch.fixtures.panels import populations  # deferred: no fixtures in a foreign pytest run
 
     if ids is not None:  # a population's tests need each of its members
         ids |= {m.id for p in populations(chosen.models) if p.id in ids for m in p.members}
@@ -503,6 +505,7 @@ _NOT_A_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 def folder_model(folder: Any):
     """A :class:`~headwatch.fixtures.panels.PanelModel` for a ``--reference-dir`` folder no panel lists:
     its records as they are (tokens as recorded), no expectations (claims that need one say n/a)."""
+    # deferred: no fixtures in a foreign pytest run
     from headwatch.fixtures.panels import PanelModel, TokensRule
     from headwatch.fixtures.reference import NO_PANEL
 

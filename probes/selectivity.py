@@ -87,7 +87,7 @@ class SelectivityAccumulator:
         ab: [B] position of the first ``a``; ``b`` sits at ab+1.
         valid: [B] bool, examples whose induction/duplicate targets count.
         """
-        import torch
+        import torch  # deferred: torch
 
         rows = rows.to(torch.float64)
         B = rows.shape[0]
@@ -115,7 +115,7 @@ class SelectivityAccumulator:
         HEAD_CLASSES order, baseline attention [N, L, H], valid [N] bool)."""
         if not self._examples:
             raise ValueError("no per-example attention kept: build the accumulator with keep_examples=True")
-        import torch
+        import torch  # deferred: torch
 
         values, baseline, valid = zip(*self._examples)
         return torch.cat(values).numpy(), torch.cat(baseline).numpy(), torch.cat(valid).numpy()

@@ -37,6 +37,18 @@ def test_help_and_version_are_fast_and_import_no_torch():
     assert version.stdout.strip() == f"headwatch {__version__}" and cpu < 5, cpu
 
 
+def test_no_command_help_imports_torch():
+    """Each command's --help imports its module (its options, its examples), not torch, transformers or
+    matplotlib: those wait for the command to run (its deferred imports)."""
+    code = ("import sys; from headwatch.cli import SUBCOMMANDS, main\n"
+            "for command in SUBCOMMANDS:\n    try:\n        main([command, '--help'])\n    except SystemExit:\n"
+            "        pass\n"
+            "print(all(module in sys.modules for module, _ in SUBCOMMANDS.values()))\n"
+            "print(sorted(m for m in ('torch', 'transformers', 'matplotlib') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.stdout.strip().splitlines()[-2:] == ["True", "[]"], out.stdout[-2000:] + out.stderr[-2000:]
+
+
 @pytest.mark.parametrize("command", sorted(SUBCOMMANDS))
 def test_every_option_has_help_and_shows_its_default(command):
     parser = build_parser(command)

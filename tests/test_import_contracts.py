@@ -68,3 +68,51 @@ def test_the_repository_keeps_every_contract():
     result = subprocess.run([sys.executable, str(ROOT / "tools" / "lint_imports.py")], capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+
+
+# ---- deferred imports (docs/DESIGN.md): only to defer something heavy, each saying why ----------------
+
+
+def _deferred_module():
+    spec = importlib.util.spec_from_file_location("deferred_imports", ROOT / "tools" / "deferred_imports.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_deferred_import_says_why():
+    found = _deferred_module().collect(ROOT)
+    assert found, "no deferred import found: the counter reads nothing"
+    unexplained = [str(d) for d in found if not d.explained]
+    assert not unexplained, "a deferred import without a comment (move it to the top, or say what it defers):\n" + \
+        "\n".join(unexplained)
+
+
+def test_the_counter_flags_an_unexplained_import_and_knows_a_heavy_one(tmp_path):
+    """A negative control for the test above, on a planted package: a light import inside a function with
+    no comment is flagged; a comment above a run of imports (one of them over several lines) explains the
+    run; a module of a package whose ``__init__`` imports a heavy package counts as heavy."""
+    (tmp_path / "pyproject.toml").write_text('[tool.setuptools]\npackage-dir = { "pkg" = "pkg" }\n')
+    _package(tmp_path, "pkg", {
+        "__init__.py": "",
+        "heavy/__init__.py": "import torch\n",
+        "heavy/light.py": "X = 1\n",
+        "a.py": """
+            def light():
+                import json
+                return json
+
+            def explained():
+                # deferred: torch
+                from os import (path,
+                                sep)
+                from pkg.heavy.light import X
+                return path, sep, X
+            """,
+    })
+    found = {(d.function, d.module): d for d in _deferred_module().collect(tmp_path)}
+    assert set(found) == {("light", "json"), ("explained", "os"), ("explained", "pkg.heavy.light")}
+    assert not found["light", "json"].explained and not found["light", "json"].heavy
+    assert found["explained", "os"].explained and found["explained", "pkg.heavy.light"].explained
+    assert found["explained", "pkg.heavy.light"].heavy and not found["explained", "os"].heavy

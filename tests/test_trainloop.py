@@ -664,9 +664,9 @@ def test_bad_tokens_seen_is_refused_before_measuring(tokens, tmp_path):
 
 
 def test_a_huge_example_count_is_refused_before_any_allocation(tmp_path, monkeypatch):
-    import headwatch.probes.batch as batch
+    import headwatch.fixtures.trainloop as trainloop
 
-    monkeypatch.setattr(batch, "induction_batch", _never)
+    monkeypatch.setattr(trainloop, "induction_batch", _never)
     with pytest.raises(InputError, match=r"settings\.n_examples: got 1,000,000,000"):
         TrainingProbe.for_run("huge", tmp_path, dataclasses.replace(TINY_PROBE, n_examples=10**9))
     with pytest.raises(InputError, match=r"n_examples: got 1,000,000,000"):

@@ -57,6 +57,12 @@ def _resolve(node: ast.ImportFrom | ast.Import, package: str) -> list[str]:
     return [f"{base}.{node.module}" if node.module else base]
 
 
+def _with_parents(name: str) -> list[str]:
+    """``a.b.c`` and the packages importing it runs first: ``a``, ``a.b``."""
+    parts = name.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+
+
 def module_files(root: Path) -> dict[str, tuple[Path, str]]:
     """Module name -> (its file, the package its relative imports start from)."""
     out: dict[str, tuple[Path, str]] = {}
@@ -75,7 +81,7 @@ def module_files(root: Path) -> dict[str, tuple[Path, str]]:
 
 def heavy_modules(root: Path) -> set[str]:
     """headwatch's modules whose import (their top level) imports a heavy package, directly or through
-    another such module."""
+    another such module (importing a module imports the packages above it first)."""
     top: dict[str, set[str]] = {}
     for name, (path, package) in module_files(root).items():
         imported: set[str] = set()
@@ -87,16 +93,37 @@ def heavy_modules(root: Path) -> set[str]:
         top[name] = imported
     heavy = {n for n, imps in top.items() if any(i.split(".")[0] in HEAVY for i in imps)}
     while True:
-        more = {n for n, imps in top.items() if n not in heavy and imps & heavy}
+        more = {n for n, imps in top.items()
+                if n not in heavy and any(p in heavy for i in imps for p in _with_parents(i))}
         if not more:
             return heavy
         heavy |= more
+
+
+def _run_starts(tree: ast.AST) -> dict[ast.AST, int]:
+    """Each import statement -> the first line of the run of consecutive import statements it ends
+    (a statement spanning lines, ``from x import (a,\n b)``, is one statement of the run)."""
+    starts: dict[ast.AST, int] = {}
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            body = getattr(node, field, None)
+            if not isinstance(body, list):
+                continue
+            start = None
+            for stmt in body:
+                if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                    start = stmt.lineno if start is None else start
+                    starts[stmt] = start
+                else:
+                    start = None
+    return starts
 
 
 def deferred_in(path: Path, package: str, root: Path, heavy_own: set[str]) -> list[Deferred]:
     text = path.read_text(encoding="utf-8")
     lines = text.splitlines()
     tree = ast.parse(text)
+    starts = _run_starts(tree)
     out: list[Deferred] = []
 
     def visit(node: ast.AST, function: str | None) -> None:
@@ -105,17 +132,18 @@ def deferred_in(path: Path, package: str, root: Path, heavy_own: set[str]) -> li
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 name = child.name if function is None else f"{function}.{child.name}"
             if function is not None and isinstance(child, (ast.Import, ast.ImportFrom)):
-                line = lines[child.lineno - 1]
-                # a comment on the line, or above the run of imports (and blank lines) it belongs to
-                i, commented = child.lineno - 2, "#" in line
-                while i >= 0 and (not lines[i].strip() or lines[i].strip().startswith(("import ", "from "))):
-                    commented = commented or "#" in lines[i]
+                # a comment on its lines, on an import above it in its run, or above the run (blank lines between)
+                first = starts.get(child, child.lineno)
+                commented = any("#" in line for line in lines[first - 1:child.end_lineno])
+                i = first - 2
+                while i >= 0 and not lines[i].strip():
                     i -= 1
                 explained = commented or (i >= 0 and lines[i].strip().startswith("#"))
                 for module in _resolve(child, package):
                     names = [module] + ([f"{module}.{a.name}" for a in child.names]
                                         if isinstance(child, ast.ImportFrom) else [])
-                    heavy = module.split(".")[0] in HEAVY or any(n in heavy_own for n in names)
+                    heavy = module.split(".")[0] in HEAVY or any(
+                        p in heavy_own for n in names for p in _with_parents(n))
                     out.append(Deferred(str(path.relative_to(root)), child.lineno, function, module, heavy, explained))
             visit(child, name)
 

@@ -27,7 +27,11 @@ from typing import Any
 
 from headwatch import selection
 from headwatch.files import check_output_file, write_json_atomic
+from headwatch.fixtures.loading import NotInCache
+from headwatch.fixtures.panels import populations
+from headwatch.fixtures.provider import OrganismNotTrained
 from headwatch.fixtures.reference import NO_PANEL
+from headwatch.validation import InputError
 
 log = logging.getLogger("headwatch.judge")
 
@@ -76,8 +80,7 @@ def _populations(models: list[Any], members: dict[str, Any], result: dict[str, A
     """Print each population among the judged models (claims over its reference members, candidates'
     places: claims/population.py) and add it to ``result``; the number of placements that fail (an outlier
     beyond the Bonferroni bound at SPEC.population_outlier_alpha; a flag does not count)."""
-    from headwatch.claims.population import population_report, population_table
-    from headwatch.fixtures.panels import populations
+    from headwatch.claims.population import population_report, population_table  # deferred: numpy, scipy
 
     failing = 0
     for pop in populations(m for m in models if m.id in members):
@@ -97,13 +100,10 @@ def run(args: argparse.Namespace) -> int:
     did not form; or a population's candidate fails its placement among the reference members: an
     outlier beyond SPEC.population_outlier_alpha, not a flag);
     2 on bad input or when something to judge is missing (listed with the command that fills it)."""
-    # Deferred: the judge imports torch (through the probes' head sets); `headwatch judge --help` need not.
+    # Deferred: the claims import numpy and scipy, the organisms package torch; `headwatch judge --help` need not.
     from headwatch.claims.judge import judge_model, status_word, surprises
     from headwatch.claims.population import member_from_verdicts
-    from headwatch.fixtures.loading import NotInCache
-    from headwatch.fixtures.provider import OrganismNotTrained
     from headwatch.fixtures.organisms.runner import TrainingError
-    from headwatch.validation import InputError
 
     json_path = check_output_file(args.json, "--json") if args.json is not None else None
     to_stdout = args.json == "-"

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from headwatch import selection, validation
 from headwatch.files import check_output_file, json_text
-from headwatch.fixtures import loading, packaged
+from headwatch.fixtures import loading, packaged, preflight
 from headwatch.probes.record import ProbeSettings
 from headwatch.validation import CLI_FLAGS, InputError, argtype
 
@@ -118,7 +118,6 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)  # the checks that need nothing come before any heavy import
     out = check_output_file(args.out, "--out")  # None: stdout
 
-    from headwatch.fixtures import preflight
     from headwatch.probes.measure import measure  # deferred: torch and transformers
 
     device = loading.pick_device(args.device)

@@ -25,7 +25,12 @@ from pathlib import Path
 
 from headwatch import selection, validation
 from headwatch.files import check_folder, check_output_dir
+from headwatch.fixtures.estimate import estimate
+from headwatch.fixtures.executors import ExecutorError, LocalPool, RayExecutor, SlurmArray, visible_gpus
+from headwatch.fixtures.fanout import plan_panel
+from headwatch.fixtures.loading import LoadingError
 from headwatch.names import duration
+from headwatch.probes.record import write_json_atomic
 from headwatch.validation import InputError, argtype
 
 log = logging.getLogger("headwatch.measure_panel")
@@ -93,8 +98,6 @@ def _slurm_options(pairs: list[str]) -> dict[str, str]:
 
 def build_executor(args: argparse.Namespace, log_dir: Path):
     """The executor the arguments ask for (nothing is started yet)."""
-    from headwatch.fixtures.executors import LocalPool, RayExecutor, SlurmArray, visible_gpus
-
     if args.executor == "local":
         workers = args.workers or (max(1, len(visible_gpus())) if args.device != "cpu" else 1)
         return LocalPool(workers=workers, retries=args.retries)
@@ -113,12 +116,7 @@ def build_executor(args: argparse.Namespace, log_dir: Path):
 
 
 def run(args: argparse.Namespace) -> int:
-    # Deferred: panels, the cache and the executors (and through them torch) only when the command runs.
-    from headwatch.fixtures.executors import ExecutorError
-    from headwatch.fixtures.fanout import plan_panel
-    from headwatch.fixtures.loading import LoadingError
-    from headwatch.fixtures.organisms.runner import TrainingError
-    from headwatch.probes.record import write_json_atomic
+    from headwatch.fixtures.organisms.runner import TrainingError  # deferred: torch (the organisms package)
 
     if args.address and args.executor != "ray":
         raise InputError(f"--address is for --executor ray, not {args.executor}")
@@ -145,8 +143,6 @@ def run(args: argparse.Namespace) -> int:
     plan.trained = trained
     print(f"panel {', '.join(p.name for p in panels)}, cache {options.measurement_dir}: {plan.describe()}")
     if plan.tasks:  # what the tasks will download and take, before any starts (fixtures/estimate.py)
-        from headwatch.fixtures.estimate import estimate
-
         by_model: dict = {}  # model id -> (panel model, its revisions to measure)
         for t in plan.tasks:
             by_model.setdefault(t.model.id, (t.model, []))[1].append(t.revision)

@@ -14,7 +14,11 @@ from dataclasses import replace
 from typing import Any
 
 from headwatch import selection
+from headwatch.fixtures.estimate import estimate_models
+from headwatch.fixtures.panels import available_panels, default_panels, load_panel, populations
+from headwatch.fixtures.provider import Provider
 from headwatch.names import compact, duration
+from headwatch.validation import InputError
 
 EXAMPLES = """examples:
   headwatch panels                                  every shipped panel: models, what a run costs
@@ -47,8 +51,6 @@ def _cost(models: list[Any], provider: Any) -> str:
             "`headwatch organisms train`, or --train)" if missing else "trained: their measurements are read"))
     hub = [m for m in models if m.origin.downloads]
     if hub:
-        from headwatch.fixtures.estimate import estimate_models  # deferred: torch (a meta build of each config)
-
         cost = estimate_models(hub)
         parts.append(f"{cost.checkpoints} Hub checkpoint(s), {cost.download_bytes / 1e9:,.0f} GB to download, about "
                      f"{duration(cost.seconds)} on one GPU (an estimate)"
@@ -76,11 +78,6 @@ def _expects(m: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    # Deferred: panels and the provider import torch (the organisms' recipes); `headwatch panels --help` need not.
-    from headwatch.fixtures.panels import available_panels, default_panels, load_panel, populations
-    from headwatch.fixtures.provider import Provider
-    from headwatch.validation import InputError
-
     choices = selection.choices_from_args(args)
     provider = Provider(selection.provider_options(choices, progress=False))
     if args.verb == "list":

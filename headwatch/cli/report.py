@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from headwatch import selection
+from headwatch.cli.judge import get_organisms
 from headwatch.files import check_output_dir, write_atomic, write_json_atomic
 
 log = logging.getLogger("headwatch.report")
@@ -60,13 +61,13 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
 def run(args: argparse.Namespace) -> int:
     """Write the report files; 1 if a claim fails that a panel did not declare (as judge), 2 on bad
     input or when measurements are missing (listed with the command that measures them)."""
-    # Deferred: figures and the judge import matplotlib and torch; `headwatch report --help` need not.
+    # Deferred: figures import matplotlib, the claims numpy and scipy, the organisms package torch;
+    # `headwatch report --help` need not.
     from headwatch.claims.judge import surprises
     from headwatch.claims.population import population_table
     from headwatch.claims.report_data import (draws_member_figures, model_report, population_parts,
                                               population_reports, summary_rows, verdict_cell)
     from headwatch.claims.report_render import fragment, standalone_page, versions
-    from headwatch.cli.judge import get_organisms
     from headwatch.fixtures.organisms.runner import TrainingError
 
     out = check_output_dir(args.out, "--out")
