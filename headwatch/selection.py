@@ -438,6 +438,14 @@ def step_argv(command: list[str]) -> list[str]:
     return [sys.executable, "-m", "headwatch", *command[1:], "--progress-lines"]
 
 
+def training_failed(error: BaseException) -> bool:
+    """Whether ``error`` is the training step's failure (``runner.TrainingError``: a child failed, or the
+    step was stopped). Asked without importing the runner, whose package loads torch: where the runner
+    was never imported, no training ran and nothing raised it."""
+    runner = sys.modules.get("headwatch.fixtures.organisms.runner")
+    return runner is not None and isinstance(error, runner.TrainingError)
+
+
 def ensure_organisms(chosen: Selection, *, train: bool, model_ids: Iterable[str] | None = None,
                      background: bool = False, report: Callable[[Any], None] | None = None,
                      say: Callable[[str], None] = log.info, on_locked: Callable[[], None] | None = None) -> OrganismStep:

@@ -49,6 +49,22 @@ def test_no_command_help_imports_torch():
     assert out.stdout.strip().splitlines()[-2:] == ["True", "[]"], out.stdout[-2000:] + out.stderr[-2000:]
 
 
+def test_judging_recorded_measurements_loads_no_torch(tmp_path):
+    """Judging a panel without organisms reads records and loads no torch (a population of 7,854 cached
+    records is judged in a few hundred MiB: docs/benchmarks.md); a training step's failure is still
+    recognised (``selection.training_failed``) without importing its runner."""
+    code = ("import sys; from headwatch.cli import main\n"
+            f"code = main(['judge', '--panel', 'published', '--cache-dir', {str(tmp_path / 'c')!r}])\n"
+            "print(code, sorted(m for m in ('torch', 'transformers', 'headwatch.fixtures.organisms') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.stdout.strip().splitlines()[-1] == "0 []", out.stdout[-2000:] + out.stderr[-2000:]
+    from headwatch import selection
+    from headwatch.fixtures.organisms import runner
+
+    assert selection.training_failed(runner.TrainingCancelled("stopped"))
+    assert not selection.training_failed(RuntimeError("a bug"))
+
+
 @pytest.mark.parametrize("command", sorted(SUBCOMMANDS))
 def test_every_option_has_help_and_shows_its_default(command):
     parser = build_parser(command)

@@ -100,10 +100,9 @@ def run(args: argparse.Namespace) -> int:
     did not form; or a population's candidate fails its placement among the reference members: an
     outlier beyond SPEC.population_outlier_alpha, not a flag);
     2 on bad input or when something to judge is missing (listed with the command that fills it)."""
-    # Deferred: the claims import numpy and scipy, the organisms package torch; `headwatch judge --help` need not.
+    # Deferred: the claims import numpy and scipy; `headwatch judge --help` need not.
     from headwatch.claims.judge import judge_model, status_word, surprises
     from headwatch.claims.population import member_from_verdicts
-    from headwatch.fixtures.organisms.runner import TrainingError
 
     json_path = check_output_file(args.json, "--json") if args.json is not None else None
     to_stdout = args.json == "-"
@@ -111,7 +110,9 @@ def run(args: argparse.Namespace) -> int:
     picked = chosen(args)
     try:
         untrained = get_organisms(picked)
-    except TrainingError as e:
+    except Exception as e:
+        if not selection.training_failed(e):
+            raise
         print(f"headwatch judge: {e}", file=sys.stderr)
         return 1
     result: dict[str, Any] = {"models": {}}

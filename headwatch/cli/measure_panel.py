@@ -116,8 +116,6 @@ def build_executor(args: argparse.Namespace, log_dir: Path):
 
 
 def run(args: argparse.Namespace) -> int:
-    from headwatch.fixtures.organisms.runner import TrainingError  # deferred: torch (the organisms package)
-
     if args.address and args.executor != "ray":
         raise InputError(f"--address is for --executor ray, not {args.executor}")
     _slurm_options(args.slurm_option)  # checked before anything starts; build_executor reads them
@@ -133,7 +131,9 @@ def run(args: argparse.Namespace) -> int:
     if not args.dry_run:  # the training step first (--train), or the refusal naming its command
         try:
             trained = selection.ensure_organisms(picked, train=picked.choices.train, say=log.info).missing
-        except TrainingError as e:
+        except Exception as e:
+            if not selection.training_failed(e):
+                raise
             print(f"headwatch measure-panel: training the organisms failed: {e}", file=sys.stderr)
             return 1
     try:

@@ -68,7 +68,6 @@ def run(args: argparse.Namespace) -> int:
     from headwatch.claims.report_data import (draws_member_figures, model_report, population_parts,
                                               population_reports, summary_rows, verdict_cell)
     from headwatch.claims.report_render import fragment, standalone_page, versions
-    from headwatch.fixtures.organisms.runner import TrainingError
 
     out = check_output_dir(args.out, "--out")
     choices = selection.choices_from_args(args)
@@ -77,7 +76,9 @@ def run(args: argparse.Namespace) -> int:
     reader, cache_dir = picked.provider, picked.options.cache_dir
     try:
         untrained = get_organisms(picked)  # --train: the training step measures as it trains
-    except TrainingError as e:
+    except Exception as e:
+        if not selection.training_failed(e):
+            raise
         print(f"headwatch report: {e}", file=sys.stderr)
         return 1
 
