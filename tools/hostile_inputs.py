@@ -591,7 +591,8 @@ def _cases() -> list[Case]:
     p("p-tokens-empty", "`tokens = {}`", pr("", {"tokens": "tokens = {}"}), ("tokens",))
     p("p-local-missing-folder", "a local model whose folder does not exist", pr("", {"repo": 'repo = "nowhere/runs"'}, template=LOCAL_PANEL), ("nowhere",))
     p("p-tokens-unknown", "`from_name = true` on names that state no tokens (local source)", pr("", {"tokens": "tokens = { from_name = true }"}, template=LOCAL_PANEL), ("tokens",))
-    p("p-reference-revision-missing", "a reference model listing a revision the published files lack", pr("", {"revisions": 'revisions = ["step1", "step2"]'}), ("step2",))
+    p("p-reference-revision-missing", "a reference model listing a revision the published files lack", pr("", {"revisions": 'revisions = ["step1", "step2"]'}), ("step2",),
+      test="test_a_missing_revision_is_named_though_later_published_ones_exceed_the_panels_run")
     p("p-judge-per-step-negative", "`headwatch judge` on a panel with a negative per_step", pr("", {"tokens": "tokens = { per_step = -2097152 }"}), ("per_step",),
       cmd=["headwatch", "judge", "--panel", "{ws}/p.toml"])
     p("p-judge-step-pattern", "`headwatch judge` on a panel with a bad step_pattern", pr("", {"tokens": 'tokens = { per_step = 2097152, step_pattern = "step(" }'}), ("step_pattern",),
