@@ -1180,7 +1180,7 @@ def _round5_cases() -> list[Case]:
        then_edit(earlier_copy(PYTHIA), set_model("..")), dest="{ws}/earlier", says=("'..'", "leave the destination"))
     cv("cv-model-dot", "`\"model\": \".\"`, converting into an earlier converted copy (it emptied DEST)",
        then_edit(earlier_copy(PYTHIA), set_model(".")), dest="{ws}/earlier", says=("'.'", "leave the destination"))
-    cv("cv-model-absolute", "`\"model\": \"/tmp/elsewhere\"`", set_model("/tmp/elsewhere"), says=("leave the destination",),
+    cv("cv-model-absolute", "`\"model\": \"/elsewhere\"`", set_model("/elsewhere"), says=("leave the destination",),
        keeps=("out/*",))
     cv("cv-revision-dotdot", "a revision named `../../../x` (it wrote outside DEST)", rename_revision("step1", "../../../x"),
        dest="{ws}/a/b/out", says=("revision", "leave the destination"),
