@@ -543,7 +543,7 @@ def _yield_to_training(item: pytest.Item) -> None:
     if s is None or s.yield_checked or item.get_closest_marker("mostly_waits") is not None:
         return
     s.yield_checked = True
-    keys = {(m.organism.family, m.organism.seed, s.provider.organism_dir(m)) for m in s.selection
+    keys = {s.provider.organism_key(m) for m in s.selection
             if m.origin.trains and m.organism is not None}
     if not keys or not hasattr(os, "nice"):
         return

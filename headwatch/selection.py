@@ -403,7 +403,7 @@ def missing_organisms(chosen: Selection, models: Iterable[Any]) -> list[Any]:
     provider = chosen.provider
     first: dict[tuple[str, int, Path], Any] = {}
     for m in models:
-        first.setdefault((m.organism.family, m.organism.seed, provider.organism_dir(m)), m)
+        first.setdefault(provider.organism_key(m), m)
     return missing_jobs(list(first), measure={k: provider.measure_plan(m) for k, m in first.items()})
 
 

@@ -44,7 +44,7 @@ def _cost(models: list[Any], provider: Any) -> str:
     if organisms:
         from headwatch.fixtures.organisms import missing_jobs  # deferred: torch
 
-        keys = {(m.organism.family, m.organism.seed, provider.organism_dir(m)) for m in organisms}
+        keys = {provider.organism_key(m) for m in organisms}
         missing = missing_jobs(sorted(keys, key=str))
         parts.append(f"{len(keys)} organism(s), " + (
             f"{len(missing)} to train first ({selection.training_cost([j.family for j in missing])}; "
