@@ -208,7 +208,7 @@ def test_a_test_process_yields_the_cpu_while_organisms_train(tmp_path):
     def niceness_after(*marks: str) -> int:
         """How much the niceness of a process rose over tests with these marks (in order)."""
         config = SimpleNamespace(stash={plugin._STATE: plugin.HeadwatchSession(chosen=SimpleNamespace(
-            models=olmo, provider=SimpleNamespace(organism_dir=lambda m: tmp_path)))})
+            models=olmo, provider=SimpleNamespace(organism_key=lambda m: (m.organism.family, m.organism.seed, tmp_path))))})
         r, w = os.pipe()
         pid = os.fork()
         if pid == 0:  # a test process before its tests
