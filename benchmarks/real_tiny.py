@@ -13,9 +13,10 @@ wall time is inflated by the others' load, the CPU time much less.
 
 The FLOP floor is 2 x active non-embedding parameters x tokens x passes
 (``headwatch.probes.architectures.parameter_counts``): the matmuls no forward pass can avoid. Passes:
-the screen, plus the three ablation passes from the lowest ablated layer up (probes/ablation.py: the
-layers below run once per batch for all three), so 1 + start/L + 3 (L - start)/L; "4 passes" is
-the floor without that sharing. Its time at the fp32 matmul rate this process reaches right now (a
+the screen, plus the three ablation passes from the lowest ablated layer (``start``) up; the layers
+below run once per batch for all three (probes/ablation.py), from the layer the screen kept
+(``kept``, the record's ``ablation_layers_from_screen``) up, so 1 + (start - kept)/L + 3 (L - start)/L;
+"4 passes" is the floor without that sharing. Its time at the fp32 matmul rate this process reaches right now (a
 GEMM of the models' own shape, timed in the same process) is what the measurement is compared with.
 
 Prints a markdown table (docs/benchmarks.md); ``--json`` writes every number.
@@ -82,7 +83,8 @@ def child(name: str, n_examples: int) -> dict:
     circuit = list(record.ablation("induction_circuit").heads) if record.ablation("induction_circuit") else []
     start = lowest_layer([circuit]) if circuit else 0
     L = record.n_layers
-    passes = 1 + ((start + 3 * (L - start)) / L if circuit else 0)
+    from_screen = record.provenance.get("ablation_layers_from_screen", 0)
+    passes = 1 + ((start - from_screen + 3 * (L - start)) / L if circuit else 0)
     tokens = n_examples * settings.seq_len
     counts = parameter_counts(model)
     floor = counts.flop_floor(tokens) * passes
@@ -90,7 +92,7 @@ def child(name: str, n_examples: int) -> dict:
     return dict(
         model=name, package=spec.package, version=spec.version, quantization=spec.quantization,
         n_examples=n_examples, seq_len=settings.seq_len, threads=torch.get_num_threads(),
-        active_non_embedding_params=counts.active_non_embedding, circuit=circuit, lowest_ablated_layer=start,
+        active_non_embedding_params=counts.active_non_embedding, circuit=circuit, lowest_ablated_layer=start, ablation_layers_from_screen=from_screen,
         n_layers=L, passes=round(passes, 3), flops_floor=floor, flops_floor_4_passes=counts.flop_floor(tokens) * 4,
         gemm_flops_per_s=rate, floor_seconds_at_gemm_rate=round(floor_seconds, 1),
         measure_seconds=round(wall, 1), cpu_seconds=round(cpu, 1), load_before=load_before, load_after=load_after,

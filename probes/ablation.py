@@ -4,19 +4,39 @@ The ablation passes share their bottom: decoder layers below the lowest ablated 
 same thing in every pass (and in an unablated one), so :func:`prefix_output` computes them once per
 batch and :func:`replaying_prefix` hands their output to the layers above in each ablated pass. A
 circuit in layers 17-18 of SmolLM2's 30 spares 17/30 of two of its three passes.
+
+The screen is such an unablated pass: :class:`PrefixKeeper` keeps what one decoder layer returns in
+each of its batches (the layer guessed from the first batch, within :data:`PREFIX_KEEP_BYTES`), and
+:func:`shared_prefix` starts the ablation passes from it, after checking on the first batch that a
+fresh computation gives the same tensors exactly. A wrong guess or a failed check costs time, never
+a number: the layers are then computed as without it.
 """
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import torch
 import torch.nn as nn
 
 from .architectures import decoder_layers, head_geometry, out_proj_modules
 from .record import head_key, parse_head_key
+
+log = logging.getLogger("headwatch.probes.ablation")
+
+#: Most memory the screen may hold for the ablation passes' shared prefix: one layer's output for
+#: every example plus, during the first batch, every layer's (SmolLM2-135M at N = 200: 0.4 GB; a
+#: run that would need more recomputes the prefix instead).
+PREFIX_KEEP_BYTES = 2 << 30
+#: The layer kept is the lowest holding a head whose first-batch induction selectivity reaches this
+#: share of the threshold: lower than the circuit's (a head just under the threshold on one batch
+#: may pass it on all) costs a little time; higher costs the whole saving.
+PREFIX_GUESS_SHARE = 0.5
 
 
 def heads_by_layer(heads: Iterable[str]) -> dict[int, list[int]]:
@@ -152,3 +172,106 @@ def replaying_prefix(model: nn.Module, start: int, output: Any) -> Iterator[None
     finally:
         for j, layer in enumerate(originals):
             layers[j] = layer
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Exact equality of two layer outputs (a tensor, or a tuple of them and other values)."""
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
+                and a.dtype == b.dtype and bool(torch.equal(a, b)))
+    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a is b or a == b
+
+
+@dataclass
+class KeptPrefix:
+    """What decoder layer ``layer - 1`` returned in each batch of the screen (batch i at index i)."""
+
+    layer: int
+    outputs: list[Any]
+    #: None until the first batch's fresh computation is compared; then whether it was the same.
+    same: bool | None = None
+
+
+class PrefixKeeper:
+    """During the screen (a context manager around its batches): keeps one decoder layer's output
+    of every batch for the ablation passes (:class:`KeptPrefix`).
+
+    Which layer the passes need is known only after the screen (the circuit's lowest), so during the
+    first batch every layer's output is held, and :meth:`choose` (called after it) keeps the one below
+    the guessed layer and holds only that one from then on. Nothing is kept when the model's config
+    has no ``hidden_size``, or when it would take more than ``budget_bytes``.
+    """
+
+    def __init__(self, model: nn.Module, n_examples: int, batch_size: int, seq_len: int,
+                 budget_bytes: int = PREFIX_KEEP_BYTES) -> None:
+        self.layers = decoder_layers(model)
+        hidden = getattr(model.config, "hidden_size", None)
+        itemsize = next(model.parameters()).element_size()
+        need = (None if not isinstance(hidden, int) else
+                (n_examples + len(self.layers) * min(batch_size, n_examples)) * seq_len * hidden * itemsize)
+        self.active = need is not None and need <= budget_bytes
+        self.first: dict[int, Any] = {}
+        self.kept: KeptPrefix | None = None
+        self._handles: list[Any] = []
+
+    def __enter__(self) -> PrefixKeeper:
+        if self.active:
+            for j, layer in enumerate(self.layers):
+                self._handles.append(layer.register_forward_hook(self._record_first(j)))
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._remove()
+        self.first.clear()
+
+    def _remove(self) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+
+    def _record_first(self, j: int) -> Callable:
+        def hook(_module, _args, output):
+            self.first[j] = output
+        return hook
+
+    def choose(self, layer: int) -> None:
+        """After the first batch: keep what layer ``layer - 1`` returns from here on (nothing for
+        ``layer`` 0)."""
+        self._remove()
+        if self.active and layer > 0 and layer - 1 in self.first:
+            self.kept = KeptPrefix(layer, [self.first[layer - 1]])
+            outputs = self.kept.outputs
+            self._handles.append(self.layers[layer - 1].register_forward_hook(
+                lambda _module, _args, output: outputs.append(output)))
+        self.first.clear()
+
+
+def guessed_layer(first_batch_induction: dict[str, float], threshold: float) -> int:
+    """The layer to keep: the lowest with a head whose induction selectivity on the first batch
+    reaches ``PREFIX_GUESS_SHARE`` x ``threshold`` (0, nothing kept, when none does)."""
+    return lowest_layer([[h for h, v in first_batch_induction.items() if v >= PREFIX_GUESS_SHARE * threshold]])
+
+
+def shared_prefix(model: nn.Module, start: int, forward: Callable[[], Any], kept: KeptPrefix | None,
+                  batch_index: int) -> Any:
+    """What decoder layer ``start - 1`` returns for this batch (None for ``start`` 0): from the screen's
+    kept output where it lies at or below ``start`` and was the same as a fresh computation on the
+    first batch; otherwise computed (:func:`prefix_output`)."""
+    if start == 0:
+        return None
+    if kept is None or kept.layer > start or kept.same is False or batch_index >= len(kept.outputs):
+        return prefix_output(model, start, forward)
+    base = kept.outputs[batch_index]
+    if kept.same is None:  # the first batch: compute it once more, and compare
+        fresh = prefix_output(model, kept.layer, forward)
+        kept.same = _same(fresh, base)
+        if not kept.same:
+            log.info("the screen's output of layer %d differs from a plain pass's; the ablation passes "
+                     "compute their shared layers themselves", kept.layer - 1)
+            base = fresh
+    if kept.layer == start:
+        return base
+    with replaying_prefix(model, kept.layer, base):
+        return prefix_output(model, start, forward)

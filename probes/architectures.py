@@ -30,6 +30,8 @@ class ArchSpec:
     #: Mixture-of-experts models: the experts module, relative to one layer, and the config
     #: attributes giving the expert count and experts per token (a token runs top_k of n experts).
     experts: str | None = None
+    #: The position-wise MLP (or mixture of experts), relative to one layer (probes/lastlayer.py).
+    mlp: str = "mlp"
     n_experts_attr: str = "num_experts"
     top_k_attr: str = "num_experts_per_tok"
 

@@ -5,6 +5,7 @@ pass each, without capture). The result is a :class:`~probes.record.MeasurementR
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import platform
 import sys
@@ -28,6 +29,7 @@ from .architectures import HeadGeometry, head_geometry
 from .batch import InductionBatch, induction_batch
 from .capture import NonFiniteError, capturing, check_finite
 from .intervals import record_intervals
+from .lastlayer import query_position_mlp
 from .participation import participation_ratio
 from .record import (
     PROBE_VERSION, AblationResult, MeasurementRecord, ProbeSettings, RecordIntervals, TaskMetrics, head_key,
@@ -122,20 +124,19 @@ def task_metrics(
 
 def ablation_metrics(
     model: nn.Module, batch: InductionBatch, batch_size: int, device: torch.device,
-    groups: dict[str, list[str]], progress: Callable | None = None,
+    groups: dict[str, list[str]], progress: Callable | None = None, kept: ablation_lib.KeptPrefix | None = None,
 ) -> dict[str, TaskMetrics]:
     """Task metrics over the batch with each group's heads zeroed, one group at a time: what
     :func:`task_metrics` gives per group, batch by batch. The layers below the lowest ablated layer
-    run once per batch for all groups (probes/ablation.py: ``prefix_output``, ``replaying_prefix``),
-    on the same examples as the whole passes, so every number is the same."""
+    run once per batch for all groups (probes/ablation.py: ``shared_prefix``, ``replaying_prefix``),
+    or not at all below the layer the screen ``kept`` (the same batches), so every number is the same."""
     start = ablation_lib.lowest_layer(groups.values())
     accumulators = {name: TaskAccumulator() for name in groups}
     with torch.inference_mode():
-        for lo, hi in _chunks(len(batch), batch_size):
+        for index, (lo, hi) in enumerate(_chunks(len(batch), batch_size)):
             part = batch.slice(lo, hi)
             tokens = part.tokens.to(device)
-            shared = (ablation_lib.prefix_output(model, start, lambda: _query_logits(model, tokens))
-                      if start > 0 else None)
+            shared = ablation_lib.shared_prefix(model, start, lambda: _query_logits(model, tokens), kept, index)
             for name, heads in groups.items():
                 with ablation_lib.ablated(model, heads), ablation_lib.replaying_prefix(model, start, shared):
                     accumulators[name].update(_query_logits(model, tokens), part.b)
@@ -164,6 +165,8 @@ class ScreenResult:
     selectivity: SelectivityAccumulator
     #: [n_sink, L, H] attention to position 0 averaged over queries 1..T-1, or None.
     first_position: torch.Tensor | None
+    #: One decoder layer's output in every batch, for the ablation passes (probes/ablation.py), or None.
+    kept: ablation_lib.KeptPrefix | None = None
 
 
 def screen(
@@ -185,7 +188,8 @@ def screen(
     # Head outputs of the first n_pr examples: [L, H, n_pr, D], filled batch by batch.
     pr_outputs = torch.empty(geometry.n_layers, geometry.n_heads, n_pr, geometry.d_head, dtype=torch.float32)
     first_position = torch.empty(n_sink, geometry.n_layers, geometry.n_heads, dtype=torch.float32) if n_sink else None
-    with torch.inference_mode(), capturing(model) as recorder:
+    keeper = ablation_lib.PrefixKeeper(model, len(batch), settings.batch_size, T) if settings.ablation else None
+    with torch.inference_mode(), capturing(model) as recorder, keeper or contextlib.nullcontext():
         for start, stop in _chunks(len(batch), settings.batch_size):
             part = batch.slice(start, stop)
             recorder.want_first_position = start < n_sink
@@ -193,6 +197,9 @@ def screen(
             rows, outputs = recorder.stacked(geometry.n_layers)
             check_finite(rows, outputs, f"examples {start}-{stop}")
             selectivity.update(rows, part.ab, part.valid)
+            if keeper and start == 0:
+                first = {h: sel["induction"] for h, sel in selectivity.selectivity().items()}
+                keeper.choose(ablation_lib.guessed_layer(first, settings.induction_threshold))
             task.update(logits, part.b)
             if start < n_pr:
                 take = min(stop, n_pr) - start
@@ -204,7 +211,8 @@ def screen(
                 progress(stop - start)
     pr_values = participation_ratio(pr_outputs)  # [L, H]
     pr = {head_key(l, h): float(pr_values[l, h]) for l in range(geometry.n_layers) for h in range(geometry.n_heads)}
-    return ScreenResult(selectivity.selectivity(), pr, task.metrics(), selectivity.n_valid, selectivity, first_position)
+    return ScreenResult(selectivity.selectivity(), pr, task.metrics(), selectivity.n_valid, selectivity, first_position,
+                        keeper.kept if keeper else None)
 
 
 def intervals_of(screened: ScreenResult, task: TaskMetrics, ablations: list[AblationResult],
@@ -280,11 +288,13 @@ def measure(
     progress_of = Progress(len(batch) * (1 + circuit_passes), f"{model_name}@{revision}", bar)
     try:
         try:
-            screened = screen(model, batch, settings, geometry, progress_of)
+            with query_position_mlp(model):
+                screened = screen(model, batch, settings, geometry, progress_of)
         except NonFiniteError as e:
             raise _with_weights_named(e, model, f"{model_name}@{revision}") from None
         table, pr, task, n_valid = screened.table, screened.pr, screened.task, screened.n_valid
         ablations: list[AblationResult] = []
+        layers_from_screen = 0  # decoder layers the ablation passes took from the screen's output
         circuit = sorted(induction_circuit(table, settings.induction_threshold))
         if settings.ablation and circuit:
             device = _model_device(model)
@@ -294,8 +304,12 @@ def measure(
                     circuit, geometry.n_heads, settings.ablation_seed, n_layers=geometry.n_layers),
                 "circuit_layers": ablation_lib.layer_heads(circuit, geometry.n_heads),
             }
-            metrics = ablation_metrics(model, batch, settings.batch_size, device, groups, progress_of)
+            with query_position_mlp(model):
+                metrics = ablation_metrics(model, batch, settings.batch_size, device, groups, progress_of, screened.kept)
             ablations.extend(AblationResult(name, tuple(heads), metrics[name]) for name, heads in groups.items())
+            kept = screened.kept
+            if kept and kept.same and kept.layer <= ablation_lib.lowest_layer(groups.values()):
+                layers_from_screen = kept.layer
     finally:
         bar.close()
     intervals_started = time.perf_counter()
@@ -328,6 +342,7 @@ def measure(
             "python": platform.python_version(),
             "ablation_note": None if circuit or not settings.ablation else "no head reached the induction threshold: nothing to ablate",
             "intervals_seconds": round(intervals_seconds, 3),
+            "ablation_layers_from_screen": layers_from_screen,
         },
         intervals=intervals,
         sink=sink,

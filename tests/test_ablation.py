@@ -145,3 +145,89 @@ def test_replayed_prefix_is_what_a_whole_pass_hands_the_layer_above():
             wrong = model(tokens).logits
     assert torch.equal(full, replayed)
     assert not torch.allclose(full, wrong)
+
+
+# ---- the screen's kept layer output (issue 36) ----------------------------------------------------
+
+
+def _screen_keeping(model, batch, batch_size, guess, budget_bytes=None):
+    """What the screen does for the ablation passes: a captured pass per batch, a layer chosen after
+    the first; returns the keeper's KeptPrefix."""
+    from headwatch.probes.ablation import PREFIX_KEEP_BYTES, PrefixKeeper
+    from headwatch.probes.capture import capturing
+
+    T = batch.tokens.shape[1]
+    keeper = PrefixKeeper(model, len(batch), batch_size, T,
+                          PREFIX_KEEP_BYTES if budget_bytes is None else budget_bytes)
+    with torch.inference_mode(), capturing(model), keeper:
+        for lo in range(0, len(batch), batch_size):
+            model(input_ids=batch.slice(lo, min(lo + batch_size, len(batch))).tokens, use_cache=False)
+            if lo == 0:
+                keeper.choose(guess)
+    return keeper.kept
+
+
+GROUPS = {"circuit": ["L2_H1", "L3_H0"], "random": ["L2_H3", "L3_H2"], "layers": ["L2_H0", "L2_H1", "L3_H3"]}
+
+
+@pytest.mark.parametrize("model_type", ["llama", "gpt2", "gemma3_text", "olmoe", "gpt_neox", "gemma2"])
+def test_ablation_passes_from_the_screens_kept_layer_give_the_same_numbers(model_type):
+    """Started from the layer the screen kept (at or below the lowest ablated one), every group's
+    metrics equal those of passes that compute every layer; the check on the first batch finds the
+    captured pass's output the same as a plain pass's (Gemma 2: the capture computes softcapped
+    attention as eager does, the plain pass too), and the model is left as it was."""
+    from headwatch.probes.architectures import decoder_layers
+    from headwatch.probes.batch import induction_batch
+    from headwatch.probes.measure import ablation_metrics
+
+    model = tiny_model(model_type, seed=7, n_layers=4)
+    batch = induction_batch(12, 64, 10, 300, seed=3)
+    plain = ablation_metrics(model, batch, 5, torch.device("cpu"), GROUPS)
+    layers_before = list(decoder_layers(model))
+    for guess in (1, 2):
+        kept = _screen_keeping(model, batch, 5, guess)
+        assert kept.layer == guess and len(kept.outputs) == 3  # batches of 5, 5, 2
+        assert ablation_metrics(model, batch, 5, torch.device("cpu"), GROUPS, kept=kept) == plain
+        assert kept.same is True, (model_type, guess)
+    assert list(decoder_layers(model)) == layers_before
+    assert not any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
+
+
+def test_a_kept_output_that_differs_from_a_plain_pass_is_not_used():
+    """A kept first batch that a fresh computation contradicts (here: planted zeros) is dropped, and
+    the numbers are those of whole passes; so is a kept layer above the lowest ablated one."""
+    from headwatch.probes.batch import induction_batch
+    from headwatch.probes.measure import ablation_metrics
+
+    model = tiny_model("llama", seed=7, n_layers=4)
+    batch = induction_batch(12, 64, 10, 300, seed=3)
+    plain = ablation_metrics(model, batch, 5, torch.device("cpu"), GROUPS)
+    kept = _screen_keeping(model, batch, 5, 2)
+    kept.outputs = [torch.zeros_like(o) for o in kept.outputs]
+    assert ablation_metrics(model, batch, 5, torch.device("cpu"), GROUPS, kept=kept) == plain
+    assert kept.same is False
+    above = _screen_keeping(model, batch, 5, 3)  # the groups start at layer 2
+    above.outputs = [torch.zeros_like(o) for o in above.outputs]  # would change every number if used
+    assert ablation_metrics(model, batch, 5, torch.device("cpu"), GROUPS, kept=above) == plain
+    assert above.same is None  # never compared: never used
+
+
+def test_the_keeper_keeps_nothing_beyond_its_budget_or_for_layer_zero():
+    from headwatch.probes.batch import induction_batch
+
+    model = tiny_model("llama", seed=7, n_layers=4)
+    batch = induction_batch(12, 64, 10, 300, seed=3)
+    # one layer for 12 examples plus four layers of the first batch of 5: (12 + 20) x 64 x 64 x 4 bytes
+    need = (12 + 4 * 5) * 64 * 64 * 4
+    assert _screen_keeping(model, batch, 5, 2, budget_bytes=need - 1) is None
+    assert _screen_keeping(model, batch, 5, 2, budget_bytes=need) is not None
+    assert _screen_keeping(model, batch, 5, 0) is None
+
+
+def test_the_guess_is_the_lowest_layer_near_the_threshold():
+    from headwatch.probes.ablation import PREFIX_GUESS_SHARE, guessed_layer
+
+    threshold = 5.0
+    just_under = PREFIX_GUESS_SHARE * threshold * 0.99
+    assert guessed_layer({"L0_H0": just_under, "L3_H1": 9.0, "L2_H0": PREFIX_GUESS_SHARE * threshold}, threshold) == 2
+    assert guessed_layer({"L0_H0": 0.1, "L1_H1": just_under}, threshold) == 0

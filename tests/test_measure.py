@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from headwatch.fixtures.tiny import tiny_model
+from headwatch.fixtures.tiny import TINY_TYPES, tiny_model
 from headwatch.probes.measure import measure, task_metrics
 from headwatch.probes.batch import induction_batch
 from headwatch.probes.record import HEAD_CLASSES, MeasurementRecord, ProbeSettings, parse_head_key
@@ -78,10 +78,21 @@ def test_the_bootstrap_is_seeded(record):
     assert again.intervals == record.intervals
 
 
-def test_sink_score_matches_eager_attention():
+SINK_CASES = {  # the fused path: heads sharing keys (SmolLM2's 9 over 3), a sliding window and
+    # Gemma's scaling (Gemma 3); the explicit one: softcapped logits (Gemma 2)
+    "llama": ("llama", {}), "llama-9q-3kv": ("llama", dict(n_heads=9, n_kv_heads=3, d_model=72)),
+    "gemma3_text": ("gemma3_text", {}), "gemma2": ("gemma2", {}),
+}
+
+
+@pytest.mark.parametrize("case", SINK_CASES)
+def test_sink_score_matches_eager_attention(case):
     """Sink_1^eps's per-head attention to position 0 over queries 1..T-1 equals what eager
-    attention's full weights give (the capture computes whole rows on the sub-batch only)."""
-    model = tiny_model("llama", seed=3, attn_implementation="eager")
+    attention's full weights give (the capture computes it on the sub-batch only)."""
+    model_type, kwargs = SINK_CASES[case]
+    model = tiny_model(model_type, seed=3, attn_implementation="eager", **kwargs)
+    if model_type == "gemma3_text":
+        assert model.config.sliding_window < SMALL.seq_len  # the window bites
     settings = ProbeSettings(**{**SMALL.__dict__, "sink_examples": 5, "n_bootstrap": 0})
     rec = measure(model, settings, model_name="t", revision="r", progress=False)
     batch = induction_batch(settings.n_examples, settings.seq_len, settings.vocab_lo, settings.vocab_hi, settings.seed)
@@ -176,3 +187,27 @@ def test_one_rule_per_probe_setting():
     from headwatch.fixtures.organisms import PROBE
 
     check_probe_settings(dataclasses.asdict(PROBE))  # and the organisms'
+
+
+@pytest.mark.parametrize("model_type", TINY_TYPES)
+def test_the_last_layers_mlp_at_the_query_position_gives_the_whole_layers_logits(model_type):
+    """probes/lastlayer.py: within the block the last layer's MLP sees one position per example, the
+    query position's logits are the whole model's up to float rounding, and afterwards the model is
+    as it was."""
+    from headwatch.probes.architectures import arch_spec, decoder_layers
+    from headwatch.probes.lastlayer import query_position_mlp
+
+    model = tiny_model(model_type, seed=5, n_layers=3)
+    tokens = torch.randint(0, 300, (4, 40), generator=torch.Generator().manual_seed(1))
+    mlp = getattr(decoder_layers(model)[-1], arch_spec(model).mlp)
+    seen = []
+    handle = mlp.register_forward_pre_hook(lambda _m, args: seen.append(tuple(args[0].shape)))
+    with torch.inference_mode():
+        whole = model(input_ids=tokens, logits_to_keep=1).logits[:, -1]
+        with query_position_mlp(model):
+            last = model(input_ids=tokens, logits_to_keep=1).logits[:, -1]
+    handle.remove()
+    d = model.config.hidden_size
+    assert seen == [(4, 40, d), (4, 1, d)]
+    assert torch.allclose(last, whole, rtol=1e-5, atol=1e-5)
+    assert getattr(decoder_layers(model)[-1], arch_spec(model).mlp) is mlp
