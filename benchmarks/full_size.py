@@ -167,10 +167,9 @@ def child_measure(name: str, folder: Path | None, args) -> dict:
     out["measure_seconds"] = round(time.perf_counter() - t0, 1)
     out["n_ablation_passes"] = len(record.ablations)
     counts = parameter_counts(model)
-    tokens = args.n_examples * args.seq_len
     small = ProbeSettings(n_examples=2, seq_len=args.seq_len, n_pr=2, batch_size=2)
     counted = count_flops(model, small) * args.n_examples / 2
-    floor = counts.flop_floor(tokens)
+    floor = counts.probe_pass_floor(args.n_examples, args.seq_len)
     out.update(
         params_total=counts.total, params_active_non_embedding=counts.active_non_embedding,
         flops_counted=counted, flops_floor=floor, counted_over_floor=round(counted / floor, 3),

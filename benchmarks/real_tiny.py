@@ -16,7 +16,8 @@ The FLOP floor is 2 x active non-embedding parameters x tokens x passes
 the screen, plus the three ablation passes from the lowest ablated layer (``start``) up; the layers
 below run once per batch for all three (probes/ablation.py), from the layer the screen kept
 (``kept``, the record's ``ablation_layers_from_screen``) up, so 1 + (start - kept)/L + 3 (L - start)/L;
-"4 passes" is the floor without that sharing. Its time at the fp32 matmul rate this process reaches right now (a
+"4 passes" is the floor without that sharing. Each of the four passes through the last layer runs its MLP
+at the query position only (probes/lastlayer.py): that much less. Its time at the fp32 matmul rate this process reaches right now (a
 GEMM of the models' own shape, timed in the same process) is what the measurement is compared with.
 
 Prints a markdown table (docs/benchmarks.md); ``--json`` writes every number.
@@ -87,7 +88,11 @@ def child(name: str, n_examples: int) -> dict:
     passes = 1 + ((start - from_screen + 3 * (L - start)) / L if circuit else 0)
     tokens = n_examples * settings.seq_len
     counts = parameter_counts(model)
-    floor = counts.flop_floor(tokens) * passes
+    # Every pass reaches the last layer, whose MLP runs at the query position only (probes/lastlayer.py):
+    # the screen and, with a circuit, the three ablation passes.
+    last_layer_passes = 1 + (3 if circuit else 0)
+    floor = counts.flop_floor(tokens) * passes - (
+        counts.flop_floor(tokens) - counts.probe_pass_floor(n_examples, settings.seq_len)) * last_layer_passes
     floor_seconds = floor / rate
     return dict(
         model=name, package=spec.package, version=spec.version, quantization=spec.quantization,

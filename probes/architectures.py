@@ -143,10 +143,18 @@ class ParameterCounts:
     embedding: int
     non_embedding: int
     active_non_embedding: int
+    #: Of ``active_non_embedding``: the last decoder layer's MLP (experts scaled as above).
+    active_last_mlp: int = 0
 
     def flop_floor(self, tokens: int) -> float:
         """2 x active non-embedding parameters x tokens: the matmul FLOPs a forward pass cannot avoid."""
         return 2.0 * self.active_non_embedding * tokens
+
+    def probe_pass_floor(self, n_examples: int, seq_len: int) -> float:
+        """:meth:`flop_floor` of one probe pass over ``n_examples`` examples: the last layer's MLP runs
+        at the query position only (probes/lastlayer.py)."""
+        tokens = n_examples * seq_len
+        return self.flop_floor(tokens) - 2.0 * self.active_last_mlp * (tokens - n_examples)
 
 
 def parameter_counts(model: nn.Module) -> ParameterCounts:
@@ -165,4 +173,9 @@ def parameter_counts(model: nn.Module) -> ParameterCounts:
     else:
         share = 1.0
     non_embedding = total - embedding
-    return ParameterCounts(total, embedding, non_embedding, round(non_embedding - expert + expert * share))
+    last_mlp = model.get_submodule(spec.layers)[-1].get_submodule(spec.mlp)
+    last_expert = ({id(p) for p in model.get_submodule(spec.layers)[-1].get_submodule(spec.experts).parameters()}
+                   if spec.experts is not None else set())
+    last_mlp_active = sum(p.numel() * (share if id(p) in last_expert else 1.0) for p in last_mlp.parameters())
+    return ParameterCounts(total, embedding, non_embedding, round(non_embedding - expert + expert * share),
+                           round(last_mlp_active))

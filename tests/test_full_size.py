@@ -96,7 +96,9 @@ def test_flop_count_of_the_benchmark_meets_the_floor_on_each_miniature():
     settings = ProbeSettings(n_examples=2, seq_len=64, vocab_lo=100, vocab_hi=10000, n_pr=2, batch_size=2)
     for name in MINIATURES:
         model = miniature_model(name)
-        floor = parameter_counts(model).flop_floor(2 * 64)
+        floor = parameter_counts(model).probe_pass_floor(2, 64)
         counted = bench.count_flops(model, settings)
-        # above the floor by attention scores (T = 64 vs d_model 128) and the last position's head
-        assert floor < counted < 1.5 * floor, (name, counted / floor)
+        # above the floor by attention scores (T = 64 vs d_model 128, counted as whole T x T) and the
+        # last position's head: 1.08-1.62 on these two-layer miniatures, whose last layer's MLP (run at
+        # one position) is half of their MLPs
+        assert floor < counted < 1.7 * floor, (name, counted / floor)
