@@ -178,25 +178,38 @@ AttentionMaskInterface.register(CAPTURE_IMPLEMENTATION, ALL_MASK_ATTENTION_FUNCT
 
 
 @contextlib.contextmanager
-def capturing(model: nn.Module) -> Iterator[CaptureRecorder]:
-    """Within the block, every forward pass of ``model`` fills the yielded recorder.
-
-    The model's attention implementation is switched to ``headwatch_capture`` and restored
-    afterwards. Each new forward pass overwrites the previous pass's layers.
-    """
+def capture_kernel(model: nn.Module) -> Iterator[None]:
+    """Within the block, ``model`` computes attention as the screen does (``headwatch_capture``: SDPA,
+    or eager attention's own computation where a layer softcaps), recording nothing; its attention
+    implementation is restored afterwards. The ablation passes run so, whatever the model was loaded
+    with: their numbers are then computed as the screen's are, and the layers they share with it
+    are the same tensors (probes/ablation.py)."""
     head_geometry(model)  # fail early, with the supported list, on an unknown architecture
     previous = model.config._attn_implementation
     model.set_attn_implementation(CAPTURE_IMPLEMENTATION)
-    recorder = CaptureRecorder()
-    blocks = attention_modules(model)
-    for block in blocks:  # the recorder travels with this model's blocks: no process-wide state
-        setattr(block, _RECORDER_ATTR, recorder)
     try:
-        yield recorder
+        yield
     finally:
-        for block in blocks:
-            delattr(block, _RECORDER_ATTR)
         model.set_attn_implementation(previous)
+
+
+@contextlib.contextmanager
+def capturing(model: nn.Module) -> Iterator[CaptureRecorder]:
+    """Within the block, every forward pass of ``model`` fills the yielded recorder.
+
+    The model computes attention as under :func:`capture_kernel`. Each new forward pass overwrites
+    the previous pass's layers.
+    """
+    recorder = CaptureRecorder()
+    with capture_kernel(model):
+        blocks = attention_modules(model)
+        for block in blocks:  # the recorder travels with this model's blocks: no process-wide state
+            setattr(block, _RECORDER_ATTR, recorder)
+        try:
+            yield recorder
+        finally:
+            for block in blocks:
+                delattr(block, _RECORDER_ATTR)
 
 
 class NonFiniteError(InputError, FloatingPointError):
@@ -219,4 +232,4 @@ def check_finite(rows: torch.Tensor, outputs: torch.Tensor, where: str) -> None:
             )
 
 
-__all__ = ["NonFiniteError", "capturing", "CaptureRecorder", "LayerCapture", "check_finite", "attention_modules"]
+__all__ = ["NonFiniteError", "capture_kernel", "capturing", "CaptureRecorder", "LayerCapture", "check_finite", "attention_modules"]

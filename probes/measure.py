@@ -27,7 +27,7 @@ from headwatch.validation import InputError, check_probe_settings, check_setting
 from . import ablation as ablation_lib
 from .architectures import HeadGeometry, head_geometry
 from .batch import InductionBatch, induction_batch
-from .capture import NonFiniteError, capturing, check_finite
+from .capture import NonFiniteError, capture_kernel, capturing, check_finite
 from .intervals import record_intervals
 from .lastlayer import query_position_mlp
 from .participation import participation_ratio
@@ -304,7 +304,7 @@ def measure(
                     circuit, geometry.n_heads, settings.ablation_seed, n_layers=geometry.n_layers),
                 "circuit_layers": ablation_lib.layer_heads(circuit, geometry.n_heads),
             }
-            with query_position_mlp(model):
+            with query_position_mlp(model), capture_kernel(model):
                 metrics = ablation_metrics(model, batch, settings.batch_size, device, groups, progress_of, screened.kept)
             ablations.extend(AblationResult(name, tuple(heads), metrics[name]) for name, heads in groups.items())
             kept = screened.kept

@@ -231,3 +231,22 @@ def test_the_guess_is_the_lowest_layer_near_the_threshold():
     just_under = PREFIX_GUESS_SHARE * threshold * 0.99
     assert guessed_layer({"L0_H0": just_under, "L3_H1": 9.0, "L2_H0": PREFIX_GUESS_SHARE * threshold}, threshold) == 2
     assert guessed_layer({"L0_H0": 0.1, "L1_H1": just_under}, threshold) == 0
+
+
+@pytest.mark.parametrize("model_type", ["llama", "gpt_neox", "gemma2"])
+def test_on_a_model_loaded_eager_the_ablation_passes_compute_as_the_screen_and_use_its_layer(model_type):
+    """measure() runs the ablation passes under the screen's attention (capture_kernel), whatever the
+    model was loaded with: on an eager model the kept layer is then found the same and used, and the
+    numbers equal whole passes under that attention."""
+    from headwatch.probes.batch import induction_batch
+    from headwatch.probes.capture import capture_kernel
+    from headwatch.probes.measure import ablation_metrics
+
+    model = tiny_model(model_type, seed=7, n_layers=4, attn_implementation="eager")
+    batch = induction_batch(12, 64, 10, 300, seed=3)
+    with capture_kernel(model):
+        plain = ablation_metrics(model, batch, 5, torch.device("cpu"), GROUPS)
+        kept = _screen_keeping(model, batch, 5, 2)
+        assert ablation_metrics(model, batch, 5, torch.device("cpu"), GROUPS, kept=kept) == plain
+    assert kept.same is True
+    assert model.config._attn_implementation == "eager"
