@@ -1,7 +1,7 @@
 """Time the cold first run: ``.ci/run`` on a clean clone (set-up, then the README's test command,
 whose ``--train`` trains the organisms beside the tests that need none).
 
-    python benchmarks/cold_run.py [--commit HEAD] [--keep] [--json OUT.json]
+    python benchmarks/cold_run.py [--commit HEAD] [--keep] [--json OUT.json] [--dry-run]
 
 Clones the repository at ``--commit`` into a fresh temporary folder, puts ``../shared`` beside it
 (a link to this checkout's), and runs ``CI=true bash .ci/run`` there with a clean environment (no
@@ -11,6 +11,8 @@ sys), the load average before, during (sampled each 30 s) and after, each phase'
 ``== set-up / import layers / tests / done`` lines), when each organism finished training, and
 pytest's summary line. The 15-minute target of a cold run is for a quiet 2-core machine: a shared one
 inflates every number here (compare the CPU time with the wall time, and read the load).
+``--dry-run`` prints what would run (the commit, the command, the environment it leaves out) and
+runs nothing.
 """
 from __future__ import annotations
 
@@ -42,19 +44,42 @@ def clone(commit: str, where: Path) -> Path:
     return repo
 
 
+#: What the clean environment leaves out: headwatch's caches (so the organisms train from scratch),
+#: pytest's and a virtualenv's settings.
+DROPPED_ENV = ("HEADWATCH_", "PYTEST_", "VIRTUAL_ENV")
+COMMAND = ["bash", ".ci/run"]
+
+
+def clean_environ() -> dict[str, str]:
+    """The environment ``.ci/run`` gets: this one without DROPPED_ENV, as CI, unbuffered."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(DROPPED_ENV)}
+    env["CI"] = "true"
+    env["PYTHONUNBUFFERED"] = "1"  # pytest's lines as they happen, so that their stamps are true
+    return env
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--commit", default="HEAD", help="the commit to clone (default: HEAD of this checkout)")
     p.add_argument("--keep", action="store_true", help="keep the clone (default: delete it)")
     p.add_argument("--json", default=None, metavar="OUT", help="write the numbers as JSON too")
+    p.add_argument("--dry-run", action="store_true", help="print what would run, as JSON, and run nothing")
     args = p.parse_args(argv)
-    commit = subprocess.run(["git", "rev-parse", args.commit], cwd=ROOT, capture_output=True, text=True,
-                            check=True).stdout.strip()
+    found = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{args.commit}^{{commit}}"], cwd=ROOT,
+                           capture_output=True, text=True)
+    if found.returncode != 0:
+        p.error(f"--commit {args.commit!r}: not a commit of {ROOT}; give a commit id, branch or tag it has "
+                "(default: HEAD)")
+    commit = found.stdout.strip()
+    env = clean_environ()
+    if args.dry_run:
+        print(json.dumps({"commit": commit, "clone_of": str(ROOT), "command": " ".join(COMMAND),
+                          "shared_beside": (ROOT / ".." / "shared").resolve().is_dir(),
+                          "environment_left_out": sorted(k for k in os.environ if k.startswith(DROPPED_ENV)),
+                          "keep": args.keep, "json": args.json}, indent=1))
+        return 0
     tmp = Path(tempfile.mkdtemp(prefix="headwatch-cold-"))
     repo = clone(commit, tmp)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HEADWATCH_", "PYTEST_", "VIRTUAL_ENV"))}
-    env["CI"] = "true"
-    env["PYTHONUNBUFFERED"] = "1"  # pytest's lines as they happen, so that their stamps are true
     loads: list[tuple[float, float]] = []
     stop = threading.Event()
     t0 = time.monotonic()
@@ -67,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     before = os.getloadavg()
     phases, organisms, summary = {}, {}, ""
     with open(tmp / "ci.log", "w", buffering=1) as log:
-        proc = subprocess.Popen(["bash", ".ci/run"], cwd=repo, env=env, stdout=subprocess.PIPE,
+        proc = subprocess.Popen(COMMAND, cwd=repo, env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True)
         for line in proc.stdout:
             at = time.monotonic() - t0

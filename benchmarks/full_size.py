@@ -2,6 +2,7 @@
 
     python benchmarks/full_size.py                                   # CPU, N = 8, T = 256
     python benchmarks/full_size.py --device cuda --n-examples 2000 --batch-size 64 --json out.json   # GPU
+    python benchmarks/full_size.py --miniature --n-examples 2 --seq-len 64 --folder DIR   # seconds: a check
 
 The architecture is exact (the published configs, ``fixtures/realconfigs.py``), the weights are
 random (no machine here reaches the Hub). Per model, each step in its own process so that its
@@ -23,6 +24,10 @@ peak memory is its own:
    experts kernel), scaled to N; against the FLOP floor 2 x active non-embedding parameters x N x T
    (``headwatch.probes.architectures.parameter_counts``), and the floor's time at the fp32 matmul
    rate this machine reaches right now (a GEMM timed in the same process).
+
+``--miniature`` runs the same path on the miniatures of the same configs (``fixtures/tiny.py``:
+two layers, the published flags; built in ``--folder``/NAME/random-init-miniature): seconds, to
+check that the benchmark runs.
 
 Prints a markdown table; ``--json`` writes every number.
 """
@@ -113,11 +118,25 @@ def count_flops(model, settings) -> float:
 # ---- children -------------------------------------------------------------------------------------
 
 
-def child_build(name: str, folder: Path) -> dict:
+def model_config(name: str, miniature: bool):
+    """The published config of ``name``, or its miniature (``--miniature``: sizes shrunk, flags kept)."""
+    if miniature:
+        from headwatch.fixtures.tiny import miniature_config
+
+        return miniature_config(name)
+    return real_config(name)
+
+
+def checkpoint_folder(args, name: str) -> Path:
+    """Where ``name``'s random checkpoint is built (a miniature's beside, never over, the full-size one)."""
+    return args.folder / name / ("random-init-miniature" if args.miniature else "random-init")
+
+
+def child_build(name: str, folder: Path, miniature: bool) -> dict:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "testing"))  # the test harness: not installed
     from headwatch_testing.random_checkpoint import write_random_checkpoint
 
-    info = write_random_checkpoint(real_config(name), folder, seed=0,
+    info = write_random_checkpoint(model_config(name, miniature), folder, seed=0,
                                    progress=lambda msg: print(f"  {name}: {msg}", file=sys.stderr, flush=True))
     return {"build_seconds": round(info.seconds, 1), "checkpoint_bytes": info.n_bytes,
             "build_peak_rss_mib": _peak_rss_mib()}
@@ -138,11 +157,12 @@ def child_measure(name: str, folder: Path | None, args) -> dict:
                  "batch_size": args.batch_size}
     if device.startswith("cuda"):
         out["gpu"] = torch.cuda.get_device_name(device)
-    out["gemm_flops_per_s"] = gemm_rate(device, size=8192 if device.startswith("cuda") else 2048)
+    out["gemm_flops_per_s"] = gemm_rate(device, size=8192 if device.startswith("cuda") else 2048,
+                                        seconds=0.2 if args.miniature else 2.0)
     t0 = time.perf_counter()
     if folder is None:  # --in-memory: random float32 model built on the device
         with torch.device(device):
-            model = AutoModelForCausalLM.from_config(real_config(name), dtype=torch.float32,
+            model = AutoModelForCausalLM.from_config(model_config(name, args.miniature), dtype=torch.float32,
                                                      attn_implementation="sdpa").eval()
         out.update(load_seconds=round(time.perf_counter() - t0, 1), memory_plan="in memory (float32 on the device)")
     else:
@@ -191,6 +211,8 @@ def run_child(kind: str, name: str, args, folder: Path | None) -> dict:
            "--batch-size", str(args.batch_size), "--folder", str(args.folder)]
     if args.in_memory:
         cmd.append("--in-memory")
+    if args.miniature:
+        cmd.append("--miniature")
     if args.progress:
         cmd.append("--progress")
     out = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, env={**os.environ, "TQDM_DISABLE": "" if args.progress else "1"})
@@ -224,6 +246,8 @@ def main() -> None:
     parser.add_argument("--folder", type=Path, default=default_cache_dir("full-size"),
                         help="where the random checkpoints are built and kept (default: %(default)s)")
     parser.add_argument("--in-memory", action="store_true", help="no checkpoint: build float32 on the device")
+    parser.add_argument("--miniature", action="store_true",
+                        help="the miniatures of the same configs (two layers, published flags): seconds, a check")
     parser.add_argument("--clean", action="store_true", help="delete each checkpoint after measuring it")
     parser.add_argument("--progress", action="store_true")
     parser.add_argument("--json", type=Path, help="also write every number here")
@@ -235,14 +259,14 @@ def main() -> None:
             parser.error(f"unknown model {name!r}{did_you_mean(name, MODELS)}; known: {', '.join(MODELS)}")
     if args.child:
         (name,) = names
-        folder = args.folder / name / "random-init"
-        result = child_build(name, folder) if args.child == "build" else \
+        folder = checkpoint_folder(args, name)
+        result = child_build(name, folder, args.miniature) if args.child == "build" else \
             child_measure(name, None if args.in_memory else folder, args)
         print(json.dumps(result))
         return
     rows = []
     for name in names:
-        folder = args.folder / name / "random-init"
+        folder = checkpoint_folder(args, name)
         built = {}
         if not args.in_memory and not folder.exists():
             print(f"{name}: building the random checkpoint in {folder} ...", file=sys.stderr, flush=True)

@@ -1,7 +1,7 @@
 """The organisms as a seed population (issue 24): train, measure, judge, and time each part.
 
     python benchmarks/organisms_population.py [--panel organisms-seeds] [--organisms-cache DIR]
-                                              [--cache-dir DIR] [--parallel 2] [--json OUT.json]
+                                              [--cache-dir DIR] [--parallel 2] [--json OUT.json] [--smoke]
 
 Takes the population panel (default: the shipped ``organisms-seeds``: the OLMoE organism, seeds 0-4,
 and the candidate trained at half its learning rate), trains the members the organism cache lacks
@@ -11,6 +11,9 @@ read), then judges the population (claims/population.py) and prints its table: p
 the exact interval, t_induction per seed, and the candidate's place among the seeds. Times: each
 member's training (its own log: seconds in forward/backward/step), the measuring, the judging, with
 the load average before and after (the machine is often shared). ``--json`` keeps every number.
+``--smoke`` trains miniatures of the recipes instead (4 steps, a 32-example probe: the test
+harness's ``headwatch_testing.tiny_organisms``), to check the benchmark runs, in seconds (give it a
+small panel of organisms, and caches of its own).
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ import argparse
 import dataclasses
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -26,11 +30,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from headwatch.claims.population import judge_population, population_table
 from headwatch.fixtures.organisms import TRAIN_THREADS, missing_jobs
-from headwatch.fixtures.organisms.runner import train_in_subprocesses
+from headwatch.fixtures.organisms.runner import CHILD_MODULE, train_in_subprocesses
 from headwatch.fixtures.organisms.train import TrainLog, state_folder
 from headwatch.fixtures.panels import load_panel, populations
 from headwatch.fixtures.provider import Provider, ProviderOptions
 from headwatch.paths import default_cache_dir
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def load_average() -> str:
@@ -45,7 +51,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cache-dir", default=None, help="measurement cache (default: headwatch's)")
     p.add_argument("--parallel", type=int, default=2, help="organisms trained at a time (one thread each)")
     p.add_argument("--json", default=None, help="write every number to this JSON file")
+    p.add_argument("--smoke", action="store_true",
+                   help="miniature recipes (4 steps, 32 probe examples): checks the benchmark runs, in seconds")
     args = p.parse_args(argv)
+    child_module = CHILD_MODULE
+    if args.smoke:
+        sys.path.insert(0, str(ROOT / "testing"))  # the test harness: not installed
+        from headwatch_testing.tiny_organisms import use_miniatures
+
+        child_module = use_miniatures()
 
     organisms = Path(args.organisms_cache).expanduser() if args.organisms_cache else default_cache_dir("organisms")
     options = ProviderOptions(cache_dir=Path(args.cache_dir).expanduser() if args.cache_dir else default_cache_dir(),
@@ -61,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     if jobs:
         print(f"training {len(jobs)} organism(s), {args.parallel} at a time: {', '.join(j.name for j in jobs)}",
               flush=True)
-        train_in_subprocesses(jobs, threads=TRAIN_THREADS, parallel=args.parallel)
+        train_in_subprocesses(jobs, threads=TRAIN_THREADS, parallel=args.parallel, module=child_module)
     out["train_wall_seconds"] = round(time.perf_counter() - t0, 1)
     out["train_load"] = [before, load_average()]
     for m in models:

@@ -1,7 +1,7 @@
 """Time each organism's training from scratch, then (optionally) probe every checkpoint.
 
     python benchmarks/organisms_train.py [--family all] [--seed 0] [--cache-dir DIR]
-                                         [--probe] [--json OUT.json]
+                                         [--probe] [--json OUT.json] [--smoke]
 
 Trains into a fresh temporary cache unless --cache-dir is given (an existing complete organism there
 is not retrained, and its recorded training time is reported instead). Prints one row per family:
@@ -11,12 +11,15 @@ training process as it is saved (headwatch.fixtures.trainloop, as the suite's fi
 ``--measure-dir`` (default: a folder beside the cache), the probe's seconds and share of the run are
 printed, and a per-checkpoint trajectory: tokens seen, induction heads (selectivity >= 50), best
 induction selectivity, top-1 on the target, BOS fraction and BOS heads in layers 0-1.
+``--smoke`` trains miniatures of the recipes instead (4 steps, a 32-example probe: the test
+harness's ``headwatch_testing.tiny_organisms``), to check the benchmark runs, in seconds.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -29,6 +32,8 @@ from headwatch.fixtures.organisms import FAMILIES, ORGANISMS, TRAIN_THREADS, mis
 from headwatch.fixtures.panels import organism_panel_model
 from headwatch.fixtures.organisms.train import TrainLog, repo_id, state_folder
 from headwatch.fixtures.provider import Provider, ProviderOptions
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def load_average() -> str:
@@ -108,7 +113,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", default=None, help="write all numbers to this JSON file")
     p.add_argument("--time-steps", type=int, default=0, metavar="N",
                    help="only time N training steps per family and extrapolate to the full run")
+    p.add_argument("--smoke", action="store_true",
+                   help="miniature recipes (4 steps, 32 probe examples): checks the benchmark runs, in seconds")
     args = p.parse_args(argv)
+    child_module = runner.CHILD_MODULE
+    if args.smoke:
+        sys.path.insert(0, str(ROOT / "testing"))  # the test harness: not installed
+        from headwatch_testing.tiny_organisms import use_miniatures
+
+        child_module = use_miniatures()
     if args.time_steps:
         families = FAMILIES if args.family == "all" else (args.family,)
         print(f"{'family':8} {'ms/step':>8} {'steps':>6} {'est. s':>7} {'threads':>7}  load before -> after")
@@ -128,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         plan = provider.measure_plan(organism_panel_model(family, args.seed, cache_dir)) if args.probe else None
         key = (family, args.seed, cache_dir)
-        runner.train_in_subprocesses(missing_jobs([key], measure={key: plan}), threads=TRAIN_THREADS, parallel=1)
+        runner.train_in_subprocesses(missing_jobs([key], measure={key: plan}), threads=TRAIN_THREADS, parallel=1,
+                                     module=child_module)
         repo = repo_id(family, args.seed)
         wall = time.perf_counter() - t0
         log = TrainLog.load(state_folder(cache_dir, family, args.seed) / "log.json")

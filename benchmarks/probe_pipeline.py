@@ -1,6 +1,6 @@
-"""Benchmark: the cost of probing one checkpoint, three ways (run by hand; results go in README).
+"""Benchmark: the cost of probing one checkpoint, three ways (run by hand; results in docs/benchmarks.md).
 
-    python benchmarks/probe_pipeline.py [--examples 256] [--seq-len 256] [--json OUT]
+    python benchmarks/probe_pipeline.py [--examples 256] [--seq-len 256] [--batch-size 16] [--json OUT]
 
 Same model (GPTNeoX, 6 layers, d_model 256, 8 heads, vocab 10000, random init, saved as
 safetensors) and batch (N examples of length T) for each way:
@@ -11,6 +11,9 @@ Every way's time includes its own model loads.
 (b) the author's published pipeline: load, eager attention with output_attentions=True at batch
     size 4 for the screen, then a second load and a hooked pass for the PR outputs;
 (c) headwatch ``measure``: load once, one captured pass for screen, PR and task metrics.
+
+PR is computed over the first ``min(500, N)`` examples (SPEC's 500, or the whole batch when smaller)
+in (b) and (c) alike.
 
 Each way runs in a fresh subprocess so its peak resident memory (ru_maxrss) is its own.
 """
@@ -84,7 +87,7 @@ def way_b(folder: Path, settings: ProbeSettings) -> None:
     outputs: dict[int, list[torch.Tensor]] = {l: [] for l in range(g.n_layers)}
     handles = [p.register_forward_pre_hook(lambda _m, a, l=l: outputs[l].append(a[0][:, -1].clone()))
                for l, p in enumerate(out_proj_modules(model))]
-    n_pr = min(settings.n_pr, len(batch))
+    n_pr = settings.n_pr
     with torch.inference_mode():
         for start in range(0, n_pr, settings.batch_size):
             model(input_ids=batch.tokens[start:min(start + settings.batch_size, n_pr)], use_cache=False)
@@ -123,7 +126,11 @@ def main() -> None:
     parser.add_argument("--child", choices=sorted(WAYS), help=argparse.SUPPRESS)
     parser.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    settings = ProbeSettings(n_examples=args.examples, seq_len=args.seq_len, n_pr=500,
+    # SPEC's 500 PR examples and 64 Sink^eps examples, or the whole batch when it is smaller (measure
+    # refuses more than the batch).
+    settings = ProbeSettings(n_examples=args.examples, seq_len=args.seq_len,
+                             n_pr=min(ProbeSettings.n_pr, args.examples),
+                             sink_examples=min(ProbeSettings.sink_examples, args.examples),
                              batch_size=args.batch_size, ablation=False)
     if args.child:
         print(json.dumps(child(args.child, args.folder, settings)))
