@@ -14,11 +14,13 @@ an empty Hub cache and HF_HUB_OFFLINE=1: every checkpoint reads as evicted, as a
 and prints, per command: wall seconds, CPU seconds (user + system, the process and its children),
 peak resident memory (the largest single process, and the process tree's sum sampled every 0.2 s),
 the lines of warnings it printed, the report's size, and the load average before and after (the
-machine may be shared: CPU seconds are the number to compare). ``--json`` writes the numbers.
+machine may be shared: CPU seconds are the number to compare). ``--json`` writes the numbers; the
+exit status is 1 when a command failed.
 
     python benchmarks/population_scale.py                       # build (~2 min once), judge, report
     python benchmarks/population_scale.py --pytest --json scale.json
     python benchmarks/population_scale.py --seeds 3 --revisions 40   # smaller: check linearity
+    python benchmarks/population_scale.py --sizes 160m --seeds 2 --revisions 2 --work DIR   # seconds: a check
 """
 from __future__ import annotations
 
@@ -207,6 +209,10 @@ def main() -> int:
               + f"; load {r['load_before'][0]} -> {r['load_after'][0]}", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
+    failed = [name for name, r in results["runs"].items() if r["exit"] != 0]
+    if failed:  # its numbers time a failure: say so, and where its output is
+        print(f"failed: {', '.join(failed)} (output in {work}/<name>.log)", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -40,7 +40,6 @@ from headwatch.validation import InputError
 TINY_DATA = DataSpec(seq_len=24, batch_size=4, vocab_lo=4, vocab_hi=64, span_lo=4, span_hi=10)
 #: A probe a 64-token tiny model can answer in well under a second.
 TINY_PROBE = trainruns.PROBE
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def tiny_organism(monkeypatch, family: str):
@@ -815,13 +814,3 @@ def test_the_training_default_count_is_kept_in_the_record_and_leaves_spec_alone(
     pm = parse_panel('[[models]]\nname = "m"\nrepo = "run"\nsource = "local"\nrevisions = ["a"]\ntokens = { table = { a = 1 } }\n',
                      name="p", path=tmp_path / "p.toml").models[0]
     assert pm.settings_for("a").n_examples == 2000
-
-
-@pytest.mark.slow
-def test_the_cost_benchmark_prints_its_table(tmp_path):
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "trainloop_cost.py"), "--steps", "4",
-                           "--save-steps", "2", "--n", "32", "--repeat", "1", "--out", str(tmp_path)],
-                          capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = [line for line in proc.stdout.splitlines() if line.startswith("|") and line.split("|")[1].strip().isdigit()]
-    assert [int(r.split("|")[1]) for r in rows] == [32]
