@@ -18,7 +18,6 @@ import signal
 import subprocess
 import sys
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
