@@ -10,7 +10,8 @@ Every way's time includes its own model loads.
 (a) floor: load once, a plain SDPA forward pass over the batch, no capture;
 (b) the author's published pipeline: load, eager attention with output_attentions=True at batch
     size 4 for the screen, then a second load and a hooked pass for the PR outputs;
-(c) headwatch ``measure``: load once, one captured pass for screen, PR and task metrics.
+(c) headwatch ``measure``: load once, one captured pass for screen, PR and task metrics, at SPEC's
+    defaults otherwise (its bootstrap intervals and Sink_1^eps included), no ablation pass.
 
 PR is computed over the first ``min(500, N)`` examples (SPEC's 500, or the whole batch when smaller)
 in (b) and (c) alike.
@@ -87,7 +88,7 @@ def way_b(folder: Path, settings: ProbeSettings) -> None:
     outputs: dict[int, list[torch.Tensor]] = {l: [] for l in range(g.n_layers)}
     handles = [p.register_forward_pre_hook(lambda _m, a, l=l: outputs[l].append(a[0][:, -1].clone()))
                for l, p in enumerate(out_proj_modules(model))]
-    n_pr = settings.n_pr
+    n_pr = min(settings.n_pr, len(batch))
     with torch.inference_mode():
         for start in range(0, n_pr, settings.batch_size):
             model(input_ids=batch.tokens[start:min(start + settings.batch_size, n_pr)], use_cache=False)
