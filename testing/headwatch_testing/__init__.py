@@ -10,6 +10,8 @@ workers, pytest and ``python -c`` children), by ``benchmarks/`` and by ``tools/h
 - :mod:`.broken`: checkpoints broken the ways a careless save, copy or edit breaks them.
 - :mod:`.faults`: measure functions that misbehave on purpose (sleep, die mid-write).
 - :mod:`.random_checkpoint`: full-size random-init checkpoints written one layer at a time.
+- :mod:`.tiny_organisms`: miniature organism recipes and their training child, for the organism
+  benchmarks' ``--smoke`` (tests/test_benchmarks_smoke.py).
 """
 from __future__ import annotations
 
