@@ -1,4 +1,5 @@
-"""How a figure is written for people: percentages, shares, token counts, numbers and intervals.
+"""How a figure is written for people: percentages, shares, token counts, numbers and intervals; and
+text a file supplied, made safe for a terminal (:func:`terminal_text`).
 
 The one module for it: verdict messages and keys (headwatch.claims.judge), the population report,
 figure captions and the sensitivity grid all write a number through these, so a share reads the
@@ -6,6 +7,7 @@ same everywhere. Imports nothing of headwatch's (a helper).
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 #: How an interval's ends are written (the one notation): a closed interval (confidence intervals,
@@ -62,3 +64,28 @@ def fmt_interval(interval: Bound | None, fmt: str = ".3g", ends: str = CLOSED) -
 def fmt_layers(layers: Sequence[int]) -> str:
     """(0, 1) -> '0/1'."""
     return "/".join(str(l) for l in layers)
+
+
+#: What a terminal must never receive raw from a file: C0 controls (ESC, CR, backspace, newline, tab,
+#: ...), DEL, C1 controls (CSI 0x9b among them) and the Unicode bidirectional marks, overrides and
+#: isolates (which reorder what is shown).
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_NAMED = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def _escaped(c: str) -> str:
+    code = ord(c)
+    return _NAMED.get(c) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def terminal_text(text: object, *, newlines: bool = False) -> str:
+    """``text`` as a terminal may show it: every control character written as Python escapes it
+    (ESC -> ``\\x1b``, a newline -> ``\\n``), so text a file supplied (a panel's description, a
+    model id, a revision, a record's field) can neither move the cursor, clear the screen, recolour
+    nor forge a line. ``newlines``: keep ``\\n`` (a message whose line breaks the code itself made).
+    Every terminal front end writes a file's text through this; JSON (``json.dumps``) and HTML
+    (``html.escape``) escape on their own."""
+    text = str(text)
+    if newlines:
+        return "\n".join(_CONTROL.sub(lambda m: _escaped(m.group()), line) for line in text.split("\n"))
+    return _CONTROL.sub(lambda m: _escaped(m.group()), text)

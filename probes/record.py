@@ -53,9 +53,13 @@ def parse_head_key(key: str) -> tuple[int, int]:
         layer_part, head_part = key.split("_")
         if layer_part[0] != "L" or head_part[0] != "H":
             raise ValueError
-        return int(layer_part[1:]), int(head_part[1:])
+        layer, head = int(layer_part[1:]), int(head_part[1:])
+        if min(layer, head) < 0 or head_key(layer, head) != key:  # L-1_H0: outside the grid; L01_H0: another L1_H0
+            raise ValueError
+        return layer, head
     except (ValueError, IndexError):
-        raise InputError(f"not a head key of the form 'L<layer>_H<head>': {key!r}") from None
+        raise InputError(f"not a head key of the form 'L<layer>_H<head>' (layer and head numbers from 0, no sign "
+                         f"or leading zeros): {key!r}") from None
 
 
 @dataclass(frozen=True)

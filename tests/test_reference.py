@@ -171,6 +171,13 @@ MALFORMED = {
                       "lacks classes"),
     "missing head": (lambda d: _edit(_one(d, "*_mechinterp_*.json"),
                                      lambda j: j["all_head_selectivity"].pop("L0_H1")), "full"),
+    # issue 44.6: a head outside the grid (its record lacked L0_H0), another spelling of a head, a missing first head
+    "head outside the grid": (lambda d: _edit(_one(d, "*_mechinterp_*.json"), lambda j: j["all_head_selectivity"].update(
+        {"L-1_H0": j["all_head_selectivity"].pop("L0_H0")})), "not a head key"),
+    "head spelt twice": (lambda d: _edit(_one(d, "*_mechinterp_*.json"), lambda j: j["all_head_selectivity"].update(
+        {"L01_H0": j["all_head_selectivity"].pop("L1_H0")})), "not a head key"),
+    "first head missing": (lambda d: _edit(_one(d, "*_mechinterp_*.json"),
+                                           lambda j: j["all_head_selectivity"].pop("L0_H0")), "lacks L0_H0"),
     "nan selectivity": (lambda d: _edit(_one(d, "*_mechinterp_*.json"),
                                         lambda j: j["all_head_selectivity"]["L0_H0"].update({"induction": "x"})),
                         "finite number"),
@@ -495,3 +502,21 @@ def test_folders_nested_without_end_are_refused_and_links_to_folders_not_followe
     before = tree_state(workspace)
     refused([author_dir, workspace / "out2"], capsys, "nest more than")
     assert tree_state(workspace) == before
+
+
+
+def test_a_record_whose_heads_leave_the_grid_is_refused_by_the_reader():
+    """issue 44.6: a record (a --reference-dir file) naming L-1_H0 in place of L0_H0 is refused, as is
+    the converter's input; the control: the record as it was reads."""
+    from headwatch.probes.record import RecordError
+
+    path = Path(reader.__file__).parent / "published" / "EleutherAI--pythia-1b" / "step1.json"
+    data = json.loads(path.read_text())
+    assert MeasurementRecord.from_dict(json.loads(json.dumps(data))).n_layers == 16  # the control
+    data["all_head_selectivity"]["L-1_H0"] = data["all_head_selectivity"].pop("L0_H0")
+    with pytest.raises(RecordError, match="L-1_H0|does not match"):
+        MeasurementRecord.from_dict(data)
+    for bad in ("L-1_H0", "L0_H-1", "L01_H0", "L+1_H0", "L1_H00"):
+        with pytest.raises(ValueError, match="not a head key"):
+            parse_head_key(bad)
+    assert parse_head_key("L10_H0") == (10, 0)

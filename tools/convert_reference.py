@@ -259,10 +259,13 @@ def read_screen(path: Path) -> ScreenFile:
         layers.add(layer)
         heads.add(head)
     n_layers, n_heads = max(layers) + 1, max(heads) + 1
-    if len(selectivity) != n_layers * n_heads:
+    grid = [head_key(l, h) for l in range(n_layers) for h in range(n_heads)]
+    missing = [k for k in grid if k not in selectivity]
+    if missing:
         raise ReferenceFormatError(
             f"{path}: {len(selectivity)} heads in 'all_head_selectivity', expected a full "
-            f"{n_layers} x {n_heads} grid"
+            f"{n_layers} x {n_heads} grid (layers 0-{n_layers - 1}, heads 0-{n_heads - 1}); it lacks "
+            f"{', '.join(missing[:8])}{f' and {len(missing) - 8} more' if len(missing) > 8 else ''}"
         )
     return ScreenFile(
         path=path,

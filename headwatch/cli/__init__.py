@@ -24,6 +24,7 @@ import textwrap
 import traceback
 
 from headwatch import __version__
+from headwatch.formatting import terminal_text
 from headwatch.validation import input_error_from
 
 #: What each exit status means, for every subcommand (the one table: --help prints it, the docs are written from it).
@@ -112,11 +113,18 @@ def _command(argv: list[str]) -> str | None:
     return next((a for a in argv if a in SUBCOMMANDS), None)
 
 
+class _TerminalFormatter(logging.Formatter):
+    """Log lines with control characters escaped (a file's text among them: never raw on a terminal)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return terminal_text(super().format(record), newlines=True)
+
+
 def setup_logging(verbose: int, quiet: int) -> None:
     """headwatch's log lines on stderr, plain text: INFO by default, DEBUG with -v, WARNING with -q."""
     level = logging.INFO - 10 * verbose + 10 * quiet
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(message)s" if level >= logging.INFO else "%(name)s: %(message)s"))
+    handler.setFormatter(_TerminalFormatter("%(message)s" if level >= logging.INFO else "%(name)s: %(message)s"))
     root = logging.getLogger("headwatch")
     root.handlers[:] = [handler]
     root.setLevel(max(logging.DEBUG, min(level, logging.CRITICAL)))
@@ -135,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # noqa: BLE001 - bad input (2), or a bug in headwatch (3): never a finding
         problem = input_error_from(e)  # InputError, or the user's machine (a full disk, a permission)
         if problem is not None:
-            print(f"headwatch {args.command}: error: {problem}", file=sys.stderr)
+            print(terminal_text(f"headwatch {args.command}: error: {problem}", newlines=True), file=sys.stderr)
             return 2
         traceback.print_exc()
         print(f"headwatch {args.command}: internal error (exit 3): this is a bug in headwatch, not a finding "

@@ -28,9 +28,11 @@ from typing import Any
 from headwatch import selection
 from headwatch.files import check_output_file, write_json_atomic
 from headwatch.fixtures.loading import NotInCache
+from headwatch.fixtures.preflight import CHECKED
 from headwatch.fixtures.panels import populations
 from headwatch.fixtures.provider import OrganismNotTrained
 from headwatch.fixtures.reference import NO_PANEL
+from headwatch.formatting import terminal_text
 from headwatch.validation import InputError
 
 log = logging.getLogger("headwatch.judge")
@@ -48,6 +50,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", default=None, metavar="OUT",
                         help="write the verdicts to OUT as JSON; '-' writes them to stdout and the verdict "
                              "lines to stderr (default: no JSON). Checked before anything is judged")
+
+
+def package_line(package: Any) -> str:
+    """The verdict table's line saying where a packaged model's weights came from (a record's
+    ``provenance["package"]``): the GGUF's sha256 (checked against the package's published one when
+    converted), and whether the measured checkpoint's files matched the provenance file
+    (``preflight.CHECKED``: set only when they were checked, as they are now before any measurement)."""
+    p = package if isinstance(package, dict) else {}
+    get = lambda k: p.get(k, "?")  # noqa: E731 - a record's damaged provenance is shown, never a KeyError
+    checked = ("the checkpoint's files matched its provenance file's sha256 when measured" if p.get(CHECKED) is True
+               else "the checkpoint's files were not checked against its provenance file when measured")
+    return terminal_text(f"  weights   {get('package')} {get('version')}, {get('gguf_file')} (GGUF sha256 "
+                         f"{get('gguf_sha256')}, checked when converted), {get('weights')}; {checked}")
 
 
 def chosen(args: argparse.Namespace) -> selection.Selection:
@@ -88,7 +103,7 @@ def _populations(models: list[Any], members: dict[str, Any], result: dict[str, A
         if not any(m.role != "candidate" for m in judged):
             continue
         report = population_report(pop.id, judged)
-        print(population_table(report), file=out)
+        print(terminal_text(population_table(report), newlines=True), file=out)
         result.setdefault("populations", {})[pop.id] = report.to_dict()
         failing += report.failing_candidates  # an outlier flag is not news; a failing placement is
     return failing
@@ -113,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     except Exception as e:
         if not selection.training_failed(e):
             raise
-        print(f"headwatch judge: {e}", file=sys.stderr)
+        print(terminal_text(f"headwatch judge: {e}", newlines=True), file=sys.stderr)
         return 1
     result: dict[str, Any] = {"models": {}}
     unexpected = 0
@@ -133,14 +148,13 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"no measurement records for {entry.repo}")
         verdicts = judge_model(records, entry.expect, entry.total_tokens)
         result["models"][entry.repo] = {claim: v.to_dict() for claim, v in verdicts.items()}
-        print(f"== {entry.repo}" + (f" ({entry.name}, panel {entry.panel})" if entry.panel != NO_PANEL else "")
-              + f": {len(records)} revisions", file=out)
+        print(terminal_text(f"== {entry.repo}" + (f" ({entry.name}, panel {entry.panel})" if entry.panel != NO_PANEL
+                                                   else "") + f": {len(records)} revisions"), file=out)
         package = records[-1].provenance.get("package")
         if package:  # a packaged model (fixtures/packaged.py): where its weights came from
-            print(f"  weights   {package['package']} {package['version']}, {package['gguf_file']} (sha256 "
-                  f"{package['gguf_sha256']}), {package['weights']}", file=out)
+            print(package_line(package), file=out)
         for claim, v in verdicts.items():  # formation first where declared, then CLAIMS in order
-            print(f"  {claim:<9} {status_word(v):<27} {v.key:<34} {v.message}", file=out)
+            print(terminal_text(f"  {claim:<9} {status_word(v):<27} {v.key:<34} {v.message}"), file=out)
         unexpected += surprises(verdicts)
         if entry.member is not None:
             members[entry.id] = member_from_verdicts(entry, records, verdicts)
@@ -158,8 +172,8 @@ def run(args: argparse.Namespace) -> int:
     if missing:
         print(f"not judged, {len(missing)} model(s) missing:", file=sys.stderr)
         for line in missing:
-            print(f"  {line}", file=sys.stderr)
+            print(terminal_text(f"  {line}"), file=sys.stderr)
         for line in fill_missing(untrained, not_downloaded):
-            print(line, file=sys.stderr)
+            print(terminal_text(line), file=sys.stderr)
         return 2
     return 1 if unexpected else 0

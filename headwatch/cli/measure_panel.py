@@ -29,6 +29,7 @@ from headwatch.fixtures.estimate import estimate
 from headwatch.fixtures.executors import ExecutorError, LocalPool, RayExecutor, SlurmArray, visible_gpus
 from headwatch.fixtures.fanout import plan_panel
 from headwatch.fixtures.loading import LoadingError
+from headwatch.formatting import terminal_text
 from headwatch.names import duration
 from headwatch.probes.record import write_json_atomic
 from headwatch.validation import InputError, argtype
@@ -134,14 +135,15 @@ def run(args: argparse.Namespace) -> int:
         except Exception as e:
             if not selection.training_failed(e):
                 raise
-            print(f"headwatch measure-panel: training the organisms failed: {e}", file=sys.stderr)
+            print(terminal_text(f"headwatch measure-panel: training the organisms failed: {e}", newlines=True),
+                  file=sys.stderr)
             return 1
     try:
         plan = plan_panel(models, options, evict=args.evict)
     except LoadingError as e:
         raise InputError(f"{e} (nothing was started)") from None
     plan.trained = trained
-    print(f"panel {', '.join(p.name for p in panels)}, cache {options.measurement_dir}: {plan.describe()}")
+    print(terminal_text(f"panel {', '.join(p.name for p in panels)}, cache {options.measurement_dir}: {plan.describe()}"))
     if plan.tasks:  # what the tasks will download and take, before any starts (fixtures/estimate.py)
         by_model: dict = {}  # model id -> (panel model, its revisions to measure)
         for t in plan.tasks:
@@ -169,11 +171,11 @@ def run(args: argparse.Namespace) -> int:
         what = (f"{r.status} in {r.seconds:.1f} s (measuring {r.measure_seconds:.1f} s)" if r.ok
                 else f"FAILED: {r.error}")
         left = (time.perf_counter() - started) / done * (len(plan.tasks) - done)  # at this pace
-        print(f"[{done}/{len(plan.tasks)}] {r.label}: {what}"
-              + (f" (attempt {r.attempt}: retried {r.attempt - 1} time(s))" if r.attempt > 1 else "")
-              + (f" on {r.host} pid {r.pid}" if r.pid else "")
-              + (f", evicted {r.evicted_bytes / 2**20:.0f} MiB" if r.evicted_bytes else "")
-              + (f"; about {duration(left)} left" if done < len(plan.tasks) else ""), flush=True)
+        print(terminal_text(f"[{done}/{len(plan.tasks)}] {r.label}: {what}"
+                            + (f" (attempt {r.attempt}: retried {r.attempt - 1} time(s))" if r.attempt > 1 else "")
+                            + (f" on {r.host} pid {r.pid}" if r.pid else "")
+                            + (f", evicted {r.evicted_bytes / 2**20:.0f} MiB" if r.evicted_bytes else "")
+                            + (f"; about {duration(left)} left" if done < len(plan.tasks) else "")), flush=True)
 
     started = time.perf_counter()
     try:
@@ -193,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
     if failed:
         print(f"{len(failed)} task(s) failed (rerun the same command to retry them; the rest is kept):", file=sys.stderr)
         for r in failed:
-            print(f"  {r.label}: {r.error}", file=sys.stderr)
+            print(terminal_text(f"  {r.label}: {r.error}"), file=sys.stderr)
         return 1
     return 0
 

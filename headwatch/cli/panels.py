@@ -17,6 +17,7 @@ from headwatch import selection
 from headwatch.fixtures.estimate import estimate_models
 from headwatch.fixtures.panels import available_panels, default_panels, load_panel, populations
 from headwatch.fixtures.provider import Provider
+from headwatch.formatting import terminal_text
 from headwatch.names import compact, duration
 from headwatch.validation import InputError
 
@@ -88,9 +89,9 @@ def run(args: argparse.Namespace) -> int:
         for name in available_panels():
             panel = load_panel(name)
             needs = [w for w, n in (("network", panel.needs_network), ("a GPU", panel.needs_gpu)) if n]
-            print(f"{name:<16} {len(panel.models)} model(s) ({compact([m.name for m in panel.models], limit=4)}): "
-                  f"{_cost(list(panel.models), provider)}" + (f"; needs {' and '.join(needs)}" if needs else "")
-                  + ("; runs without --panel" if name in default else ""))
+            print(terminal_text(f"{name:<16} {len(panel.models)} model(s) ({compact([m.name for m in panel.models], limit=4)}): "
+                                f"{_cost(list(panel.models), provider)}" + (f"; needs {' and '.join(needs)}" if needs else "")
+                                + ("; runs without --panel" if name in default else "")))
         return 0
     if args.file is None:
         raise InputError("headwatch panels check: give the panel file to check (headwatch panels check FILE)")
@@ -98,16 +99,18 @@ def run(args: argparse.Namespace) -> int:
     picked.resolve(list_branches=False)  # --revisions applied; the Hub is not asked
     panel = picked.panels[0]
     needs = [w for w, n in (("network", panel.needs_network), ("a GPU", panel.needs_gpu)) if n]
-    print(f"{args.file}: panel {panel.name!r}" + (f" ({panel.description})" if panel.description else "")
-          + f"; {len(panel.models)} model(s), {len(picked.models)} selected"
-          + (f"; needs {' and '.join(needs)}" if needs else "; needs neither network nor a GPU"))
+    # every field from the file is written through terminal_text: a description may hold escape sequences
+    print(terminal_text(f"{args.file}: panel {panel.name!r}" + (f" ({panel.description})" if panel.description else "")
+                        + f"; {len(panel.models)} model(s), {len(picked.models)} selected"
+                        + (f"; needs {' and '.join(needs)}" if needs else "; needs neither network nor a GPU")))
     for m in picked.models:
         where = f"organism {m.organism.family} seed {m.organism.seed}" if m.organism else f"{m.source} {m.repo}"
         role = f", {m.member.population} {'candidate' if m.member.is_candidate else 'member'}" if m.member else ""
-        print(f"  {m.id}: {where}{role}; {_revisions(m)}; {_expects(m)}")
+        print(terminal_text(f"  {m.id}: {where}{role}; {_revisions(m)}; {_expects(m)}"))
     for pop in populations(picked.models):
-        print(f"  population {pop.id}: {len(pop.reference)} reference member(s), {len(pop.candidates)} candidate(s)")
-    print(f"cost: {_cost(picked.models, picked.provider)}")
+        print(terminal_text(f"  population {pop.id}: {len(pop.reference)} reference member(s), "
+                            f"{len(pop.candidates)} candidate(s)"))
+    print(terminal_text(f"cost: {_cost(picked.models, picked.provider)}"))
     return 0
 
 

@@ -34,6 +34,7 @@ from typing import Any
 from headwatch import selection
 from headwatch.cli.judge import get_organisms
 from headwatch.files import check_output_dir, write_atomic, write_json_atomic
+from headwatch.formatting import terminal_text
 
 log = logging.getLogger("headwatch.report")
 
@@ -79,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     except Exception as e:
         if not selection.training_failed(e):
             raise
-        print(f"headwatch report: {e}", file=sys.stderr)
+        print(terminal_text(f"headwatch report: {e}", newlines=True), file=sys.stderr)
         return 1
 
     # one model at a time: read, judge, draw, write its figures, drop its records (issue 33)
@@ -89,9 +90,9 @@ def run(args: argparse.Namespace) -> int:
         r = model_report(m, reader, figures=not args.no_figures and (m.member is None or draw_members), release=True)
         reports.append(r)
         status = " ".join(f"{c}={verdict_cell(c, r).status}" for c in r.verdicts) or (r.error or "no measurements on disk")
-        print(f"{r.id}: {len(r.revisions)} revisions; {status}")
+        print(terminal_text(f"{r.id}: {len(r.revisions)} revisions; {status}"))
         if r.missing:
-            print(f"  not measured yet: {', '.join(r.missing)}", file=sys.stderr)
+            print(terminal_text(f"  not measured yet: {', '.join(r.missing)}"), file=sys.stderr)
         if r.figure_error:
             errors.append(r.figure_error)
         for f in r.figures:
@@ -100,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     pops, pop_figs = population_parts(models, reports, errors) if not args.no_figures else (
         population_reports(models, reports), {})
     for p in pops:
-        print(population_table(p))
+        print(terminal_text(population_table(p), newlines=True))
         for f in pop_figs.get(p.name, []):
             write_atomic(out / f"population-{p.name}" / f"{f.name}.png", f.png)
     rows = summary_rows(reports)
