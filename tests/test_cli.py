@@ -159,6 +159,8 @@ def test_judge_and_report_train_nothing_unless_asked(case, tmp_path, headwatch_c
     assert "Traceback" not in r.err, r.err[-2000:]
     if case == "judge":
         assert "headwatch organisms train --panel organisms --models organism-olmo" in r.err, r.err
+        # one "not trained" error naming one command, not one per model beside the selection's
+        assert r.err.count("headwatch organisms train") == 1 and "--family" not in r.err, r.err
     if case == "report":
         assert "headwatch organisms train --panel organisms" in r.err, r.err
     if case == "organism cache a file":
