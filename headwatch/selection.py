@@ -424,10 +424,12 @@ def training_command(chosen: Selection, models: Iterable[Any]) -> list[str]:
 def training_cost(organisms: list[str]) -> str:
     """About how long training these organisms (``ORGANISMS`` keys, one per training) takes on this
     machine: one thread each, as many at a time as the runner starts."""
-    from headwatch.fixtures.organisms import TRAIN_THREADS, estimated_seconds, runner  # deferred: torch
+    # deferred: no fixtures in a foreign pytest run (the recipes and the estimate import no torch)
+    from headwatch.fixtures.organisms import TRAIN_THREADS, estimated_seconds
+    from headwatch.fixtures.organisms.specs import default_parallel, estimate_seconds
 
-    parallel = runner.default_parallel(TRAIN_THREADS, len(organisms))
-    seconds = runner.estimate_seconds([estimated_seconds(name) for name in organisms], parallel)
+    parallel = default_parallel(TRAIN_THREADS, len(organisms))
+    seconds = estimate_seconds([estimated_seconds(name) for name in organisms], parallel)
     cores = os.cpu_count() or 1
     return f"about {duration(seconds)} on {cores} core{'s' if cores > 1 else ''}, {parallel} at a time"
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import shutil
 import subprocess
@@ -170,6 +171,32 @@ def test_judge_and_report_train_nothing_unless_asked(case, tmp_path, headwatch_c
 
 
 # ---- headwatch panels ------------------------------------------------------------------------------
+
+
+PANELS_IN_A_CHILD = """
+import contextlib, io, json, resource, sys
+from headwatch.cli import main
+with contextlib.redirect_stdout(io.StringIO()) as out:
+    code = main(["panels"])
+usage = resource.getrusage(resource.RUSAGE_SELF)
+heavy = sorted(m for m in ("torch", "transformers", "scipy", "matplotlib") if m in sys.modules)
+print(json.dumps({"code": code, "cpu": usage.ru_utime + usage.ru_stime, "heavy": heavy, "lines": out.getvalue().count(chr(10))}))
+"""
+
+
+@pytest.mark.slow
+def test_panels_imports_no_torch_and_takes_under_a_second_of_cpu(tmp_path):
+    """``headwatch panels`` tells every shipped panel's cost (organisms' training from their recipes,
+    Hub runs from the written parameter counts) without torch or transformers, in under 1 s of CPU
+    (the second of two runs: the first may compile the modules' bytecode)."""
+    env = {**os.environ, "HEADWATCH_ORGANISMS_CACHE": str(tmp_path / "org"), "HEADWATCH_CACHE_DIR": str(tmp_path / "c")}
+    for _ in range(2):
+        r = subprocess.run([sys.executable, "-c", PANELS_IN_A_CHILD], capture_output=True, text=True, env=env,
+                           timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = json.loads(r.stdout.splitlines()[-1])
+    assert got["code"] == 0 and got["lines"] >= 8 and got["heavy"] == [], got
+    assert got["cpu"] < 1.0, got
 
 
 def test_panels_lists_every_shipped_panel_with_its_models_and_cost(headwatch_cli, tmp_path, monkeypatch, never_trains):

@@ -42,12 +42,12 @@ def _cost(models: list[Any], provider: Any) -> str:
         parts.append("published records: read in seconds")
     organisms = [m for m in models if m.origin.trains]
     if organisms:
-        from headwatch.fixtures.organisms import missing_jobs  # deferred: torch
+        from headwatch.fixtures.organisms import missing_organisms  # deferred: the recipes, for organisms only
 
         keys = {provider.organism_key(m) for m in organisms}
-        missing = missing_jobs(sorted(keys, key=str))
+        missing = missing_organisms(sorted(keys, key=str))
         parts.append(f"{len(keys)} organism(s), " + (
-            f"{len(missing)} to train first ({selection.training_cost([j.family for j in missing])}; "
+            f"{len(missing)} to train first ({selection.training_cost([family for family, _, _ in missing])}; "
             "`headwatch organisms train`, or --train)" if missing else "trained: their measurements are read"))
     hub = [m for m in models if m.origin.downloads]
     if hub:
