@@ -207,3 +207,18 @@ def test_checkers_reject_planted_text(tmp_path):
         "docs/a.md#nope: no heading with that anchor in a.md",
     ]
     assert missing_repo_paths("`docs/a.md`, `docs/b.md`, `fixtures/panels/<name>.toml`", tmp_path) == ["docs/b.md"]
+
+
+def test_the_paper_panels_time_is_the_estimators_everywhere():
+    """One estimator, one number: the paper panel's time on one GPU that README, benchmarks.md,
+    scale-out.md and populations.md give is ``RunCost.duration`` of the estimate ``headwatch panels``
+    prints (fixtures/estimate.py), not a figure written down apart from it."""
+    from headwatch.fixtures.estimate import estimate_models
+    from headwatch.fixtures.panels import load_panel
+
+    said = estimate_models(load_panel("paper").models).duration
+    assert re.fullmatch(r"[0-9.]+ (s|min|h)", said), said
+    for doc, text in (("README.md", f"about {said} on one GPU"), ("docs/benchmarks.md", f"about {said} on one GPU"),
+                      ("docs/scale-out.md", f"about {said} on one GPU"), ("docs/populations.md", f"| ~{said} |")):
+        assert text in (ROOT / doc).read_text(), (doc, text)
+        assert "1-2 hours" not in (ROOT / doc).read_text(), doc

@@ -17,7 +17,7 @@ from headwatch import selection
 from headwatch.fixtures.estimate import estimate_models
 from headwatch.fixtures.panels import available_panels, default_panels, load_panel, populations
 from headwatch.fixtures.provider import Provider
-from headwatch.names import compact, duration
+from headwatch.names import compact
 from headwatch.validation import InputError
 
 EXAMPLES = """examples:
@@ -53,7 +53,7 @@ def _cost(models: list[Any], provider: Any) -> str:
     if hub:
         cost = estimate_models(hub)
         parts.append(f"{cost.checkpoints} Hub checkpoint(s), {cost.download_bytes / 1e9:,.0f} GB to download, about "
-                     f"{duration(cost.seconds)} on one GPU (an estimate)"
+                     f"{cost.duration} on one GPU (an estimate)"
                      + (f"; {len(cost.unsized)} model(s) without a published config not counted" if cost.unsized else ""))
     parts += dict.fromkeys(m.origin.first_use for m in models if m.origin.first_use)  # local, packaged
     return "; ".join(parts) or "nothing to read"
