@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from headwatch.fixtures.tiny import TINY_TYPES, miniature_model, tiny_model
+from headwatch_testing.tiny import TINY_TYPES, miniature_model, tiny_model
 from headwatch.probes.architectures import ARCHITECTURES, arch_spec, attention_modules, head_geometry, out_proj_modules
 from headwatch.probes.capture import capturing, check_finite
 

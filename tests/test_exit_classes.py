@@ -95,8 +95,6 @@ DEFECTS: dict[tuple[str, str, str], str] = {
     ("headwatch/cli/organisms.py", "run.interrupted", "KeyboardInterrupt"):
         "SIGTERM (a front end stopping the step) taken as Ctrl-C: the interrupt path, exit 130, children stopped",
     # test helpers shipped in the package (tiny models, planted data)
-    ("fixtures/tiny.py", "tiny_config", "ValueError"): "test helper",
-    ("fixtures/tiny.py", "miniature_config", "ValueError"): "test helper",
     ("claims/synthetic.py", "planted_trajectory", "ValueError"): "planted data of the negative controls",
     ("claims/synthetic_population.py", "member_records", "ValueError"): "planted data of the negative controls",
     ("claims/figures.py", "population_trajectory_figure", "ValueError"): "quantity is one of its two callers' constants",
@@ -253,7 +251,7 @@ def nan_checkpoint(tmp_path_factory) -> Path:
     """A tiny GPTNeoX whose first attention weight holds one NaN."""
     from safetensors.torch import load_file, save_file
 
-    from headwatch.fixtures.tiny import tiny_model
+    from headwatch_testing.tiny import tiny_model
 
     folder = tmp_path_factory.mktemp("nan") / "step0"
     tiny_model("gpt_neox", seed=0, attn_implementation="eager").save_pretrained(folder)

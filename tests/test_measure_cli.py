@@ -8,7 +8,7 @@ import pytest
 from headwatch.cli import main
 from headwatch.fixtures import loading
 from headwatch.fixtures.hubcache import save_revision
-from headwatch.fixtures.tiny import tiny_model
+from headwatch_testing.tiny import tiny_model
 
 #: Probe settings that fit the tiny models and run in a second.
 SMALL = {"--n-examples": "8", "--n-pr": "8", "--seq-len": "64", "--vocab-lo": "10", "--vocab-hi": "300",
