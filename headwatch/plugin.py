@@ -130,7 +130,8 @@ DEST = "headwatch_"
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("headwatch", "headwatch panels and measurements")
-    selection.add_options(g.addoption, SELECTION_OPTIONS, dest_prefix=DEST)
+    selection.add_options(g.addoption, SELECTION_OPTIONS, dest_prefix=DEST, device={
+        "help": selection.OPTIONS["device"].kwargs["help"] + " (pytest -n: worker gwN takes cuda:N mod the GPU count)"})
 
 
 def _get(config: pytest.Config) -> Any:

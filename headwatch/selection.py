@@ -84,11 +84,9 @@ OPTIONS: dict[str, Option] = {o.dest: o for o in (
                  "the selected models)"),
     _option("--seeds", default=None, metavar="SEEDS", type=validation.argtype(validation.seed_list, "--seeds"),
             help="only the population members with these seeds, e.g. 1-3,1234, in every population entry "
-                 "(docs/populations.md); `organisms train --family F`: the seeds to train (default: every member; "
-                 "organisms train --family: 0)"),
+                 "(docs/populations.md) (default: every member)"),
     _option("--device", default="auto", metavar="DEVICE", type=validation.argtype(validation.device, "--device"),
-            help="where models that are measured run: cpu, cuda, cuda:N, mps or auto (pytest -n: worker gwN "
-                 "takes cuda:N mod the GPU count)"),
+            help="where models that are measured run: cpu, cuda, cuda:N, mps or auto"),
     _option("--dtype", default=None, choices=DTYPES,
             help="load and probe dtype of models that are measured, and of the measurements read from the cache "
                  "(default: each panel model's own, float32 for the paper; fp16 underflows the baseline "

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import shutil
 import subprocess
@@ -96,13 +97,44 @@ def _failing_reference(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("command", [None, *sorted(SUBCOMMANDS)])
-def test_every_help_lists_the_exit_codes(command, headwatch_cli):
-    """The one table (EXIT_CODES) in every --help; the docs' copies are written from it."""
+def test_the_exit_code_table_is_printed_once_by_the_top_level_help(command, headwatch_cli):
+    """The one table (EXIT_CODES) in ``headwatch --help``; a command's --help names the codes and points
+    there instead of printing the table again. The docs' copies are written from it."""
     r = headwatch_cli(*([command] if command else []), "--help")
     assert r.code == 0
     help_text = " ".join(r.out.split())
     for code, text in EXIT_CODES.items():
-        assert f"{code} {' '.join(text.split())}" in help_text, code
+        assert (f"{code} {' '.join(text.split())}" in help_text) is (command is None), (command, code)
+    if command is not None:
+        assert "exit codes: 0, 1, 2, 3, 130 (what each means: headwatch --help)" in help_text
+
+
+#: What each command needs besides an argument it does not take, so that only that argument is wrong.
+NEEDS = {"measure": ("--model", "m", "--out", "-"), "organisms": ("train",), "report": ("--out", "r")}
+
+
+@pytest.mark.parametrize("command", sorted(SUBCOMMANDS))
+def test_an_argument_a_command_does_not_take_prints_that_commands_usage(command, headwatch_cli):
+    r = headwatch_cli(command, *NEEDS.get(command, ()), "--bogus")
+    assert r.code == 2
+    assert r.err.startswith(f"usage: headwatch {command} ") and "unrecognized arguments: --bogus" in r.err, r.err
+
+
+def test_each_command_shows_its_own_options_and_defaults(headwatch_cli):
+    """An option's help speaks of the command it is shown in: --seeds says nothing of `organisms train`
+    in judge or panels; `organisms train --panel` gives its own default (none: --family's recipes)."""
+    def option_help(command: str, flag: str) -> str:
+        """The help of ``flag`` in ``command --help`` (its block among the options, on one line)."""
+        blocks = re.split(r"\n  (?=-)", headwatch_cli(command, "--help").out.split("options:", 1)[1])
+        return " ".join(next(b for b in blocks if b.startswith(flag + " ")).split())
+
+    for command in ("judge", "panels", "report"):
+        seeds_help = option_help(command, "--seeds")
+        assert "organisms train" not in seeds_help and "every member" in seeds_help, (command, seeds_help)
+    panel_help = option_help("organisms", "--panel")
+    assert "published and organisms" not in panel_help and "--family" in panel_help, panel_help
+    seeds_help = option_help("organisms", "--seeds")
+    assert "--family" in seeds_help, seeds_help
 
 
 @pytest.mark.parametrize("case", ["no command", "bad flag", "models unknown", "panel unknown", "reference missing",

@@ -166,3 +166,16 @@ def test_measure_and_the_provider_write_records_with_the_same_keys(local_panel_f
         set(by_cli["provenance"]) ^ set(by_provider["provenance"])
     assert by_cli["provenance"]["resolved_from"] == by_provider["provenance"]["resolved_from"] == "local"
     assert by_cli["provenance"]["panel"] is None and by_provider["provenance"]["panel"] == "exits-local"
+
+
+def test_measure_takes_the_shared_n_examples_with_its_own_default():
+    """``--n-examples`` is the option every front end shares (headwatch.selection.OPTIONS: one rule, one
+    flag), with measure's default (ProbeSettings') since one checkpoint has no panel to take it from."""
+    from headwatch import selection
+    from headwatch.cli import build_parser
+    from headwatch.probes.record import ProbeSettings
+
+    parser = build_parser("measure").commands["measure"]
+    (action,) = [a for a in parser._actions if "--n-examples" in a.option_strings]
+    assert action.type is selection.OPTIONS["n_examples"].kwargs["type"]
+    assert action.default == ProbeSettings().n_examples

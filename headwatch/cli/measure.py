@@ -52,11 +52,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="training tokens at this checkpoint, recorded as is (default: unknown; judge, report and "
                         "pytest --reference-dir then take them from the panel's tokens rule)")
     # The shared options, as every command takes them; a single checkpoint has no panel to default to.
-    selection.add_options(p.add_argument, ("device", "dtype", "hub_cache_dir"), dtype={
+    selection.add_options(p.add_argument, ("device", "dtype", "n_examples", "hub_cache_dir"), dtype={
         "default": defaults.dtype,
-        "help": "load and probe dtype (fp16 underflows the baseline attention of early checkpoints)"})
-    for field, text in (("n_examples", "examples in the induction batch"),
-                        ("n_pr", "examples whose head outputs enter PR (1 to --n-examples)"),
+        "help": "load and probe dtype (fp16 underflows the baseline attention of early checkpoints)"}, n_examples={
+        "default": defaults.n_examples, "help": "examples in the induction batch"})
+    for field, text in (("n_pr", "examples whose head outputs enter PR (1 to --n-examples)"),
                         ("batch_size", "examples per forward pass (memory only: the numbers do not depend on it)"),
                         ("seq_len", "sequence length T of the batch (42 or more, and within the model's positions)"),
                         ("vocab_lo", "lowest token id drawn"),
