@@ -25,7 +25,7 @@ peak memory is its own:
    (``headwatch.probes.architectures.parameter_counts``), and the floor's time at the fp32 matmul
    rate this machine reaches right now (a GEMM timed in the same process).
 
-``--miniature`` runs the same path on the miniatures of the same configs (``fixtures/tiny.py``:
+``--miniature`` runs the same path on the miniatures of the same configs (``testing/headwatch_testing/tiny.py``:
 two layers, the published flags; built in ``--folder``/NAME/random-init-miniature): seconds, to
 check that the benchmark runs.
 
@@ -121,7 +121,7 @@ def count_flops(model, settings) -> float:
 def model_config(name: str, miniature: bool):
     """The published config of ``name``, or its miniature (``--miniature``: sizes shrunk, flags kept)."""
     if miniature:
-        from headwatch.fixtures.tiny import miniature_config
+        from headwatch_testing.tiny import miniature_config
 
         return miniature_config(name)
     return real_config(name)

@@ -21,17 +21,20 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from headwatch.fixtures.organisms import ORGANISMS, PROBE
-from headwatch.fixtures.tiny import tiny_model
-from headwatch.probes.intervals import record_intervals
-from headwatch.probes.measure import measure
-from headwatch.probes.record import HEAD_CLASSES, ProbeSettings, TaskMetrics
-from headwatch.spec import SPEC
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "testing"))  # the test harness: not installed
+from headwatch_testing.tiny import tiny_model  # noqa: E402
+from headwatch.probes.intervals import record_intervals  # noqa: E402
+from headwatch.probes.measure import measure  # noqa: E402
+from headwatch.probes.record import HEAD_CLASSES, ProbeSettings, TaskMetrics  # noqa: E402
+from headwatch.spec import SPEC  # noqa: E402
 
 OFF = {"n_bootstrap": 0, "sink_examples": 0}
 

@@ -36,7 +36,8 @@ The contract the claim tests code against:
   :func:`headwatch.selection.ensure_organisms`) once the tests are collected, relaying one line per
   checkpoint; the tests that need no organism run meanwhile at a lower CPU priority, and a test that
   reads one waits for its training to end (its lock). Without ``--train``: a usage error (exit 4)
-  naming the command, before any test runs. Interrupted, the step stops; a rerun resumes it.
+  naming the command, before any test runs. Interrupted, the step stops; a rerun resumes it. The
+  step's handling is :class:`headwatch.training_session.TrainingSession`, registered only with ``--train``.
 - what ran (panels, models, revisions, device, dtype, cache hits vs fresh runs): :func:`run_info`,
   merged from all workers on the xdist controller.
 - a crash is not a failed claim: in a claim test, an exception that is not an assertion (a bug in
@@ -51,9 +52,7 @@ from __future__ import annotations
 # paths: the standard library beneath them); fixtures, claims and torch inside the hook that needs them.
 import importlib.util
 import os
-import re
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,6 +61,8 @@ import pytest
 
 from headwatch import __version__, selection
 from headwatch.paths import source_checkout
+from headwatch.training_session import (TRAINING_PLUGIN, TrainingSession, needs_organism, organisms_of_ids,
+                                        organisms_of_items)
 from headwatch.validation import InputError, input_error_from
 
 #: The folder of the claim tests: the repository's claims/ in a checkout, site-packages otherwise.
@@ -90,12 +91,8 @@ class HeadwatchSession:
 
     #: The user's selection (headwatch.selection.Selection): panels, models, the provider and its RunInfo.
     chosen: Any
-    #: the training step was asked for (once per session, on the process with the terminal)
-    training_asked: bool = False
-    #: the training step running beside the tests (a headwatch.selection.OrganismStep), on that process
-    training: Any = None
-    #: this process has decided whether to yield the CPU to training (before its first test)
-    yield_checked: bool = False
+    #: the organisms the collected tests need were asked for (once per session, on the process with the terminal)
+    organisms_asked: bool = False
 
     @property
     def options(self):  # ProviderOptions
@@ -133,7 +130,8 @@ DEST = "headwatch_"
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("headwatch", "headwatch panels and measurements")
-    selection.add_options(g.addoption, SELECTION_OPTIONS, dest_prefix=DEST)
+    selection.add_options(g.addoption, SELECTION_OPTIONS, dest_prefix=DEST, device={
+        "help": selection.OPTIONS["device"].kwargs["help"] + " (pytest -n: worker gwN takes cuda:N mod the GPU count)"})
 
 
 def _get(config: pytest.Config) -> Any:
@@ -271,6 +269,8 @@ def pytest_configure(config: pytest.Config) -> None:
     state(config)  # parse now, so bad input fails before collection
     if getattr(config, "workerinput", None) is None:  # the process that owns the terminal and the exit status
         config.pluginmanager.register(ErrorTally(), "headwatch-error-tally")
+    if state(config).chosen.choices.train:  # the training step beside the tests, only when asked for
+        config.pluginmanager.register(TrainingSession(config, state(config).chosen), TRAINING_PLUGIN)
     if config.getoption("htmlpath", None):
         config.option.self_contained_html = True  # the user's command has no --self-contained-html
         if getattr(config, "workerinput", None) is None:  # the report is written on the controller only
@@ -439,169 +439,52 @@ def revision_record(pytestconfig: pytest.Config, model_entry, revision):
     return state(pytestconfig).provider.revision_record(model_entry, revision)
 
 
-# ---- organisms: the training step the claims depend on ---------------------------------------------
+# ---- organisms: what the collected tests need, handed to the training session -------------------
 
 
-def needs_organism(item: pytest.Item) -> bool:
-    """Whether a collected test reads a model organism (its model, or a member of its population)."""
-    params = getattr(getattr(item, "callspec", None), "params", {})
-    entry, population = params.get("model_entry"), params.get("population")
-    return (getattr(entry, "source", None) == "organism"
-            or any(m.origin.trains for m in getattr(population, "members", ())))
-
-
-def model_scope(nodeid: str, model_ids: Iterable[str]) -> str | None:
-    """The model (or population) id a test node id belongs to, or None.
-
-    ``model_ids`` are the selected ids. Inside the node id's last ``[...]``, an id must stand
-    between boundaries (start, ``-``, ``[``) and (``@``, ``-``, end); the longest match wins, so
-    ``pythia-1b`` never claims ``pythia-1b-deduped``'s tests.
-    """
-    if "[" not in nodeid or not nodeid.endswith("]"):
-        return None
-    params = nodeid[nodeid.index("[") + 1 : -1]
-    best = None
-    for mid in model_ids:
-        for m in re.finditer(re.escape(mid), params):
-            before = params[m.start() - 1] if m.start() > 0 else ""
-            after = params[m.end()] if m.end() < len(params) else ""
-            if before in ("", "-") and after in ("", "@", "-") and (best is None or len(mid) > len(best)):
-                best = mid
-    return best
-
-
-def _start_training(config: pytest.Config, model_ids: set[str]) -> None:
-    """On the process that owns the terminal, once the tests are collected: the training step for the
-    organisms the collected tests need (:func:`headwatch.selection.ensure_organisms`, the one way
-    every front end gets them). With ``--train`` it runs as a process of its own beside the tests,
-    which return only once it holds every organism's lock: a test that reads one waits for its
-    training to end (the provider waits on the lock), the others run meanwhile (yielding the CPU to
-    it: :func:`_yield_to_training`). Without ``--train`` a missing organism is a usage error naming
-    the command that trains it, before any test runs."""
+def _organisms_needed(config: pytest.Config, model_ids: set[str]) -> None:
+    """Once the tests are collected, on the process that owns the terminal: the organisms they need
+    (``model_ids``: models and populations) go to the training session where ``--train`` registered
+    one (:class:`headwatch.training_session.TrainingSession`: the step beside the tests); without it a
+    missing organism is a usage error naming the command that trains it, before any test runs."""
     s = config.stash.get(_STATE, None)
-    if s is None or s.training_asked or config.option.collectonly:
+    if s is None or s.organisms_asked or config.option.collectonly:
         return
-    s.training_asked = True
+    s.organisms_asked = True
     if not model_ids:
         return
-    plain, tr, started = _say(config), config.pluginmanager.get_plugin("terminalreporter"), []
-
-    def say(text: str, **markup) -> None:  # the step's lines, under one heading
-        if not started and tr is not None:
-            tr.write_sep("-", "headwatch: training model organisms")
-        started.append(True)
-        plain(text, **markup)
-
-    def report(p) -> None:
-        say(f"organism {p.describe()}", red=p.event == "failed")
-
+    training = config.pluginmanager.get_plugin(TRAINING_PLUGIN)
     try:
-        step = selection.ensure_organisms(s.chosen, train=s.chosen.choices.train, model_ids=model_ids,
-                                          background=True, report=report, say=say)
+        if training is not None:
+            training.start(model_ids)
+        else:
+            selection.ensure_organisms(s.chosen, train=False, model_ids=model_ids)
     except InputError as e:  # --no-train and missing, or more than one run trains unconfirmed
         raise pytest.UsageError(str(e)) from None
-    if step.running is None:
-        return
-    say(f"the training step (`{' '.join(step.command)}`) holds {', '.join(step.missing)}: the tests that need no "
-        "organism run meanwhile, the others wait for it")
-    s.training = step
-
-
-def _say(config: pytest.Config):
-    """One line to the terminal, on a line of its own (the xdist controller's progress dots may
-    have left the current line open), through pytest's terminal reporter where there is one."""
-    tr = config.pluginmanager.get_plugin("terminalreporter")
-    if tr is None:
-        return lambda text, **kw: print(text)
-
-    def say(text: str, **markup) -> None:
-        if getattr(getattr(tr, "_tw", None), "width_of_current_line", 0):
-            tr.write("\n")
-        tr.write_line(text, **markup)
-
-    return say
-
-
-#: The niceness a test process takes while organisms train: the training step's children (one core
-#: each, the longest of them the critical path of a cold run) get the cores first, the tests what
-#: they leave (measured, issue 28: tests competing as equals made the longest child 1.5x slower, and
-#: the cores idled at the end while it trained alone). 7, not 19: beside three children on two cores
-#: a test still gets about an eighth of a core, so that a subprocess with a timeout finishes; a model
-#: of the cold run's sharing (CFS weights) keeps the cores busy to the end from about 300 CPU-seconds
-#: of tests (a warm run takes about 420). Tests that start daemons are ``mostly_waits``: run first,
-#: before their process yields.
-YIELD_NICENESS = 7
-
-
-def _yield_to_training(item: pytest.Item) -> None:
-    """Before this process's first test not marked ``mostly_waits``: where organisms of the selection
-    are training now (a step holds their locks: this session's, or anyone's), lower this process's CPU
-    priority for the rest of the session, so that the tests beside training take the cores it leaves.
-    A test marked ``mostly_waits`` (it starts daemons, a cluster, and waits on them; ordered first)
-    runs before that, at the priority it started with, so that its daemons come up in time."""
-    s = item.config.stash.get(_STATE, None)
-    if s is None or s.yield_checked or item.get_closest_marker("mostly_waits") is not None:
-        return
-    s.yield_checked = True
-    keys = {s.provider.organism_key(m) for m in s.selection
-            if m.origin.trains and m.organism is not None}
-    if not keys or not hasattr(os, "nice"):
-        return
-    from headwatch.fixtures.organisms.runner import training_now  # deferred: torch (the organisms package)
-
-    if training_now(keys):
-        os.nice(YIELD_NICENESS)
-
-
-def _finish_training(config: pytest.Config, stop: bool) -> None:
-    """On the process that started the training step: wait for it to end (every test that needed an
-    organism has waited for it already), or ``stop`` it (an interrupted session: the organisms resume
-    from their last saved state next time); say how it ended."""
-    s = config.stash.get(_STATE, None)
-    if s is None or s.training is None:
-        return
-    step, s.training = s.training.running, None
-    error = step.stop() if stop else step.wait()
-    say = _say(config)
-    if error is not None:
-        say(f"headwatch: {error}" + ("" if stop else "; the tests that needed these organisms failed"), red=True)
-    else:
-        say(f"organisms trained in {step.seconds:.0f} s")
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Without xdist: the training step for what the collected tests need, before they run."""
+    """Without xdist: the organisms the collected tests need, before they run."""
     config = session.config
     if getattr(config, "workerinput", None) is not None or _STATE not in config.stash:
         return
-    _start_training(config, {model_scope_of(item) for item in session.items if needs_organism(item)} - {None})
-
-
-def model_scope_of(item: pytest.Item) -> str | None:
-    """The model or population id of a collected claim test (None for any other test)."""
-    params = getattr(getattr(item, "callspec", None), "params", {})
-    found = params.get("model_entry") or params.get("population")
-    return getattr(found, "id", None)
+    _organisms_needed(config, organisms_of_items(session.items))
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_node_collection_finished(node, ids) -> None:
     """On the xdist controller, once the first worker has collected (before any test is handed out):
-    the training step for what its tests need."""
+    the organisms its tests need."""
     config = node.config
     if _STATE not in config.stash:  # not a headwatch session: import nothing (a foreign suite's run)
         return
     s = state(config)
-    if s.training_asked:
+    if s.organisms_asked:
         return
-    from headwatch.fixtures.panels import populations  # deferred: a foreign run imports no panels
     if not s.resolved and any(m.revision_query for m in s.selection):  # revisions resolve on the workers
-        _start_training(config, {m.id for m in s.selection if m.origin.trains})
+        _organisms_needed(config, {m.id for m in s.selection if m.origin.trains})
         return
-    models = select_revisions(config)
-    organisms = [m.id for m in models if m.origin.trains]
-    organisms += [p.id for p in populations(models) if any(m.origin.trains for m in p.members)]
-    _start_training(config, {mid for i in ids if (mid := model_scope(i, organisms)) is not None})
+    _organisms_needed(config, organisms_of_ids(select_revisions(config), ids))
 
 
 # ---- xdist: refresh time to workers, run info back to the controller ---------------------------
@@ -625,12 +508,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None and _STATE in session.config.stash:
         workeroutput["headwatch_runinfo"] = state(session.config).run.to_dict()
-    _finish_training(session.config, stop=exitstatus == pytest.ExitCode.INTERRUPTED
-                     or bool(session.shouldstop) or bool(session.shouldfail))
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    _finish_training(config, stop=True)  # a session that ended before sessionfinish: stop the children
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
@@ -659,11 +536,6 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
 
 def _is_headwatch_test(item: pytest.Item) -> bool:
     return is_claim_test(item.path) or item.get_closest_marker("headwatch") is not None
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    _yield_to_training(item)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -84,11 +84,9 @@ OPTIONS: dict[str, Option] = {o.dest: o for o in (
                  "the selected models)"),
     _option("--seeds", default=None, metavar="SEEDS", type=validation.argtype(validation.seed_list, "--seeds"),
             help="only the population members with these seeds, e.g. 1-3,1234, in every population entry "
-                 "(docs/populations.md); `organisms train --family F`: the seeds to train (default: every member; "
-                 "organisms train --family: 0)"),
+                 "(docs/populations.md) (default: every member)"),
     _option("--device", default="auto", metavar="DEVICE", type=validation.argtype(validation.device, "--device"),
-            help="where models that are measured run: cpu, cuda, cuda:N, mps or auto (pytest -n: worker gwN "
-                 "takes cuda:N mod the GPU count)"),
+            help="where models that are measured run: cpu, cuda, cuda:N, mps or auto"),
     _option("--dtype", default=None, choices=DTYPES,
             help="load and probe dtype of models that are measured, and of the measurements read from the cache "
                  "(default: each panel model's own, float32 for the paper; fp16 underflows the baseline "
@@ -424,10 +422,12 @@ def training_command(chosen: Selection, models: Iterable[Any]) -> list[str]:
 def training_cost(organisms: list[str]) -> str:
     """About how long training these organisms (``ORGANISMS`` keys, one per training) takes on this
     machine: one thread each, as many at a time as the runner starts."""
-    from headwatch.fixtures.organisms import TRAIN_THREADS, estimated_seconds, runner  # deferred: torch
+    # deferred: no fixtures in a foreign pytest run (the recipes and the estimate import no torch)
+    from headwatch.fixtures.organisms import TRAIN_THREADS, estimated_seconds
+    from headwatch.fixtures.organisms.specs import default_parallel, estimate_seconds
 
-    parallel = runner.default_parallel(TRAIN_THREADS, len(organisms))
-    seconds = runner.estimate_seconds([estimated_seconds(name) for name in organisms], parallel)
+    parallel = default_parallel(TRAIN_THREADS, len(organisms))
+    seconds = estimate_seconds([estimated_seconds(name) for name in organisms], parallel)
     cores = os.cpu_count() or 1
     return f"about {duration(seconds)} on {cores} core{'s' if cores > 1 else ''}, {parallel} at a time"
 

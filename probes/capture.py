@@ -72,6 +72,14 @@ class CaptureRecorder:
 _RECORDER_ATTR = "_headwatch_recorder"
 
 
+def per_query_head(module: nn.Module, kv: torch.Tensor) -> torch.Tensor:
+    """Keys or values ``kv`` [B, H_kv, T, D] repeated to the query heads, [B, H, T, D]: under
+    grouped-query attention ``num_key_value_groups`` query heads share one key/value head (query head
+    h reads kv head h // groups, as transformers' ``repeat_kv``); without it, ``kv`` itself."""
+    groups = getattr(module, "num_key_value_groups", 1)
+    return repeat_kv(kv, groups) if groups > 1 else kv
+
+
 def _scores(module: nn.Module, query, key, scaling, softcap, rows: slice = slice(None)) -> torch.Tensor:
     """Attention logits in fp32 for the query positions ``rows``: [B, H, rows, T_k].
 
@@ -81,8 +89,7 @@ def _scores(module: nn.Module, query, key, scaling, softcap, rows: slice = slice
     logits (Gemma 2's attn_logit_softcapping), squashed to softcap * tanh(scores / softcap) as its
     eager attention does, before the mask.
     """
-    groups = getattr(module, "num_key_value_groups", 1)
-    key = repeat_kv(key, groups) if groups > 1 else key
+    key = per_query_head(module, key)
     scores = torch.matmul(query[:, :, rows, :].float(), key.float().transpose(2, 3))
     scores = scores * (scaling if scaling is not None else query.shape[-1] ** -0.5)
     if softcap is not None:
@@ -116,8 +123,7 @@ def _first_position_attention(module: nn.Module, query, key, attention_mask, sca
     T, T_k = query.shape[-2], key.shape[-2]
     causal = torch.ones(T, T_k, dtype=torch.bool, device=query.device).tril()
     if softcap is None:
-        groups = getattr(module, "num_key_value_groups", 1)
-        key = (repeat_kv(key, groups) if groups > 1 else key).float()
+        key = per_query_head(module, key).float()
         first = torch.zeros_like(key)  # [B, H, T_k, D]: output column 0 is the weight on position 0
         first[:, :, 0, 0] = 1
         if attention_mask is None:
@@ -136,8 +142,7 @@ def _first_position_attention(module: nn.Module, query, key, attention_mask, sca
 def _softcapped_attention(module: nn.Module, query, key, value, attention_mask, scaling, softcap) -> torch.Tensor:
     """The layer output where SDPA cannot compute it (softcapped logits): [B, T, H, D], in the query's
     dtype, as the model's eager attention computes it (scores, softcap, mask, softmax in fp32, then V)."""
-    groups = getattr(module, "num_key_value_groups", 1)
-    value = repeat_kv(value, groups) if groups > 1 else value
+    value = per_query_head(module, value)
     scores = _scores(module, query, key, scaling, softcap)
     if attention_mask is None:  # SDPA's mask functions leave the plain causal mask implicit
         T = query.shape[-2]

@@ -252,7 +252,7 @@ def read_only_tree():
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
     """A tiny GPTNeoX saved as a local checkpoint folder (``.../run/step0``) for the CLI tests."""
-    from headwatch.fixtures.tiny import tiny_model
+    from headwatch_testing.tiny import tiny_model
 
     folder = tmp_path_factory.mktemp("run") / "step0"
     tiny_model("gpt_neox", seed=0, attn_implementation="eager").save_pretrained(folder)

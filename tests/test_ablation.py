@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from headwatch.fixtures.tiny import tiny_model
+from headwatch_testing.tiny import tiny_model
 from headwatch.probes.ablation import ablated, heads_by_layer, layer_heads, matched_random_heads
 from headwatch.probes.architectures import head_geometry, out_proj_modules
 

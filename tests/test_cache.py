@@ -234,7 +234,7 @@ PANEL_RUN = textwrap.dedent("""
 
 @pytest.mark.slow
 def test_interrupted_panel_run_resumes_with_only_the_missing_entries(tmp_path):
-    from headwatch.fixtures.tiny import tiny_model
+    from headwatch_testing.tiny import tiny_model
 
     revisions = ["step0", "step1", "step2", "step3", "step4"]
     for i, rev in enumerate(revisions):
@@ -276,7 +276,7 @@ def test_interrupted_panel_run_resumes_with_only_the_missing_entries(tmp_path):
 
 
 def test_warm_cache_loads_no_model(tmp_path, monkeypatch):
-    from headwatch.fixtures.tiny import tiny_model
+    from headwatch_testing.tiny import tiny_model
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     for i, rev in enumerate(["step0", "step8"]):

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from headwatch.fixtures.tiny import TINY_TYPES, miniature_model, tiny_model
+from headwatch_testing.tiny import TINY_TYPES, miniature_model, tiny_model
 from headwatch.probes.architectures import ARCHITECTURES, arch_spec, attention_modules, head_geometry, out_proj_modules
 from headwatch.probes.capture import capturing, check_finite
 
@@ -80,3 +80,35 @@ def test_gpt2_capture_keeps_the_per_layer_scaling(capture_parity):
                           k.view(3, 40, g.n_heads, g.d_head)) * g.d_head ** -0.5  # [B, H, T], last query
     assert (torch.softmax(scores / 2, dim=-1) - rows[:, 1]).abs().max() <= 1e-5  # layer 1: 1/(1 + 1)
     assert (torch.softmax(scores, dim=-1) - rows[:, 1]).abs().max() > 1e-2, "the layer factor should matter here"
+
+
+# ---- grouped-query attention: one helper repeats keys and values to the query heads ---------------
+
+
+def test_per_query_head_repeats_kv_heads_for_the_three_uses():
+    """``per_query_head`` is the one place keys/values are repeated to the query heads (GQA); the
+    scores, the first-position attention and the softcapped output computed through it on a module
+    with 2 query heads per kv head equal those of a plain module given the keys repeated by hand
+    (query head h reads kv head h // 2). Negative control: repeated the other way (tiled), they differ."""
+    import types
+
+    from headwatch.probes import capture
+
+    torch.manual_seed(0)
+    B, H, H_kv, T, D = 2, 4, 2, 6, 8
+    q, k, v = torch.randn(B, H, T, D), torch.randn(B, H_kv, T, D), torch.randn(B, H_kv, T, D)
+    gqa, plain = types.SimpleNamespace(num_key_value_groups=H // H_kv), types.SimpleNamespace()
+    by_hand = lambda x: x.repeat_interleave(H // H_kv, dim=1)  # noqa: E731
+    tiled = lambda x: x.repeat(1, H // H_kv, 1, 1)  # noqa: E731
+
+    assert torch.equal(capture.per_query_head(gqa, k), by_hand(k))
+    assert capture.per_query_head(plain, k) is k
+    uses = [
+        lambda m, kk, vv: capture._scores(m, q, kk, None, None),
+        lambda m, kk, vv: capture._first_position_attention(m, q, kk, None, None),
+        lambda m, kk, vv: capture._softcapped_attention(m, q, kk, vv, None, None, 30.0),
+    ]
+    for use in uses:
+        grouped = use(gqa, k, v)
+        torch.testing.assert_close(grouped, use(plain, by_hand(k), by_hand(v)))
+        assert not torch.allclose(grouped, use(plain, tiled(k), tiled(v)))

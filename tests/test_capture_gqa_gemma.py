@@ -2,7 +2,7 @@
 the other rows are: the capture against eager attention and an out-projection hook
 (``capture_parity``), and against an independent computation written here from the config alone:
 the rotary table from rope_theta, keys repeated to their query heads, the query scaling, the
-sliding window, softcapping. Tiny random configs (fixtures/tiny.py), so no package is needed.
+sliding window, softcapping. Tiny random configs (testing/headwatch_testing/tiny.py), so no package is needed.
 
 Random-init scores are so small that softmax hides errors in their scale; each model is sharpened
 first (q and k scaled up), and each test shows that the independent computation with the feature
@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from headwatch.fixtures.tiny import tiny_model
+from headwatch_testing.tiny import tiny_model
 from headwatch.probes.architectures import attention_modules, head_geometry
 from headwatch.probes.capture import capturing
 from headwatch.probes.measure import measure

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import resource
 import shutil
 import subprocess
@@ -95,13 +97,44 @@ def _failing_reference(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("command", [None, *sorted(SUBCOMMANDS)])
-def test_every_help_lists_the_exit_codes(command, headwatch_cli):
-    """The one table (EXIT_CODES) in every --help; the docs' copies are written from it."""
+def test_the_exit_code_table_is_printed_once_by_the_top_level_help(command, headwatch_cli):
+    """The one table (EXIT_CODES) in ``headwatch --help``; a command's --help names the codes and points
+    there instead of printing the table again. The docs' copies are written from it."""
     r = headwatch_cli(*([command] if command else []), "--help")
     assert r.code == 0
     help_text = " ".join(r.out.split())
     for code, text in EXIT_CODES.items():
-        assert f"{code} {' '.join(text.split())}" in help_text, code
+        assert (f"{code} {' '.join(text.split())}" in help_text) is (command is None), (command, code)
+    if command is not None:
+        assert "exit codes: 0, 1, 2, 3, 130 (what each means: headwatch --help)" in help_text
+
+
+#: What each command needs besides an argument it does not take, so that only that argument is wrong.
+NEEDS = {"measure": ("--model", "m", "--out", "-"), "organisms": ("train",), "report": ("--out", "r")}
+
+
+@pytest.mark.parametrize("command", sorted(SUBCOMMANDS))
+def test_an_argument_a_command_does_not_take_prints_that_commands_usage(command, headwatch_cli):
+    r = headwatch_cli(command, *NEEDS.get(command, ()), "--bogus")
+    assert r.code == 2
+    assert r.err.startswith(f"usage: headwatch {command} ") and "unrecognized arguments: --bogus" in r.err, r.err
+
+
+def test_each_command_shows_its_own_options_and_defaults(headwatch_cli):
+    """An option's help speaks of the command it is shown in: --seeds says nothing of `organisms train`
+    in judge or panels; `organisms train --panel` gives its own default (none: --family's recipes)."""
+    def option_help(command: str, flag: str) -> str:
+        """The help of ``flag`` in ``command --help`` (its block among the options, on one line)."""
+        blocks = re.split(r"\n  (?=-)", headwatch_cli(command, "--help").out.split("options:", 1)[1])
+        return " ".join(next(b for b in blocks if b.startswith(flag + " ")).split())
+
+    for command in ("judge", "panels", "report"):
+        seeds_help = option_help(command, "--seeds")
+        assert "organisms train" not in seeds_help and "every member" in seeds_help, (command, seeds_help)
+    panel_help = option_help("organisms", "--panel")
+    assert "published and organisms" not in panel_help and "--family" in panel_help, panel_help
+    seeds_help = option_help("organisms", "--seeds")
+    assert "--family" in seeds_help, seeds_help
 
 
 @pytest.mark.parametrize("case", ["no command", "bad flag", "models unknown", "panel unknown", "reference missing",
@@ -159,6 +192,8 @@ def test_judge_and_report_train_nothing_unless_asked(case, tmp_path, headwatch_c
     assert "Traceback" not in r.err, r.err[-2000:]
     if case == "judge":
         assert "headwatch organisms train --panel organisms --models organism-olmo" in r.err, r.err
+        # one "not trained" error naming one command, not one per model beside the selection's
+        assert r.err.count("headwatch organisms train") == 1 and "--family" not in r.err, r.err
     if case == "report":
         assert "headwatch organisms train --panel organisms" in r.err, r.err
     if case == "organism cache a file":
@@ -168,6 +203,32 @@ def test_judge_and_report_train_nothing_unless_asked(case, tmp_path, headwatch_c
 
 
 # ---- headwatch panels ------------------------------------------------------------------------------
+
+
+PANELS_IN_A_CHILD = """
+import contextlib, io, json, resource, sys
+from headwatch.cli import main
+with contextlib.redirect_stdout(io.StringIO()) as out:
+    code = main(["panels"])
+usage = resource.getrusage(resource.RUSAGE_SELF)
+heavy = sorted(m for m in ("torch", "transformers", "scipy", "matplotlib") if m in sys.modules)
+print(json.dumps({"code": code, "cpu": usage.ru_utime + usage.ru_stime, "heavy": heavy, "lines": out.getvalue().count(chr(10))}))
+"""
+
+
+@pytest.mark.slow
+def test_panels_imports_no_torch_and_takes_under_a_second_of_cpu(tmp_path):
+    """``headwatch panels`` tells every shipped panel's cost (organisms' training from their recipes,
+    Hub runs from the written parameter counts) without torch or transformers, in under 1 s of CPU
+    (the second of two runs: the first may compile the modules' bytecode)."""
+    env = {**os.environ, "HEADWATCH_ORGANISMS_CACHE": str(tmp_path / "org"), "HEADWATCH_CACHE_DIR": str(tmp_path / "c")}
+    for _ in range(2):
+        r = subprocess.run([sys.executable, "-c", PANELS_IN_A_CHILD], capture_output=True, text=True, env=env,
+                           timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = json.loads(r.stdout.splitlines()[-1])
+    assert got["code"] == 0 and got["lines"] >= 8 and got["heavy"] == [], got
+    assert got["cpu"] < 1.0, got
 
 
 def test_panels_lists_every_shipped_panel_with_its_models_and_cost(headwatch_cli, tmp_path, monkeypatch, never_trains):

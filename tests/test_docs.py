@@ -207,3 +207,28 @@ def test_checkers_reject_planted_text(tmp_path):
         "docs/a.md#nope: no heading with that anchor in a.md",
     ]
     assert missing_repo_paths("`docs/a.md`, `docs/b.md`, `fixtures/panels/<name>.toml`", tmp_path) == ["docs/b.md"]
+
+
+def test_the_paper_panels_time_is_the_estimators_everywhere():
+    """One estimator, one number: the paper panel's time on one GPU that README, benchmarks.md,
+    scale-out.md and populations.md give is ``RunCost.duration`` of the estimate ``headwatch panels``
+    prints (fixtures/estimate.py), not a figure written down apart from it."""
+    from headwatch.fixtures.estimate import estimate_models
+    from headwatch.fixtures.panels import load_panel
+
+    said = estimate_models(load_panel("paper").models).duration
+    assert re.fullmatch(r"[0-9.]+ (s|min|h)", said), said
+    for doc, text in (("README.md", f"about {said} on one GPU"), ("docs/benchmarks.md", f"about {said} on one GPU"),
+                      ("docs/scale-out.md", f"about {said} on one GPU"), ("docs/populations.md", f"| ~{said} |")):
+        assert text in (ROOT / doc).read_text(), (doc, text)
+        assert "1-2 hours" not in (ROOT / doc).read_text(), doc
+
+
+def test_docs_for_users_outside_the_checkout_name_the_claims_by_package():
+    """A user judging their own run works in their own folder, where ``pytest claims`` finds no folder
+    ``claims``: the pages written for them say ``pytest --pyargs headwatch.claims`` (tests/test_wheel.py
+    runs it from outside the checkout)."""
+    training_loop = (ROOT / "docs" / "training-loop.md").read_text()
+    assert "pytest claims --panel" not in training_loop and "pytest --pyargs headwatch.claims --panel" in training_loop
+    auditing = (ROOT / "README.md").read_text().split("## Auditing a seed", 1)[1].split("\n## ", 1)[0]
+    assert "pytest --pyargs headwatch.claims --panel my-seed.toml" in auditing

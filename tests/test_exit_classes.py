@@ -72,17 +72,19 @@ DEFECTS: dict[tuple[str, str, str], str] = {
                                                                       "checkpoints (not one that reads records)",
     # organisms: recipes are code, not input (fixtures/organisms/recipes.py), checked when defined
     ("fixtures/organisms/recipes.py", "Organism.tokens_seen", "ValueError"): "revisions of the recipe's own schedule",
-    ("fixtures/organisms/data.py", "DataSpec.__post_init__", "ValueError"): "a recipe constant",
-    ("fixtures/organisms/growth.py", "GrowthSpec.__post_init__", "ValueError"): "a recipe constant",
+    ("fixtures/organisms/__init__.py", "__getattr__", "AttributeError"): "Python's protocol for an attribute a "
+                                                                          "module lacks (the runner loads on demand)",
+    ("fixtures/organisms/specs.py", "DataSpec.__post_init__", "ValueError"): "a recipe constant",
+    ("fixtures/organisms/specs.py", "GrowthSpec.__post_init__", "ValueError"): "a recipe constant",
     ("fixtures/organisms/head_dropout.py", "HeadDropout.__init__", "ValueError"): "a recipe constant",
     ("fixtures/organisms/invariant.py", "compose_layer_norms", "ValueError"): "the architectures organisms train",
     ("fixtures/organisms/numerics.py", "path_environ", "ValueError"): "names from NAMED_PATHS (benchmarks)",
-    ("fixtures/organisms/train.py", "log_schedule", "ValueError"): "a recipe constant",
-    ("fixtures/organisms/train.py", "Recipe.__post_init__", "ValueError"): "a recipe constant",
-    ("fixtures/organisms/train.py", "Recipe.model_class", "NotImplementedError"): "an abstract method",
-    ("fixtures/organisms/train.py", "Recipe.model_config", "NotImplementedError"): "an abstract method",
-    ("fixtures/organisms/train.py", "Recipe.build_model", "RuntimeError"): "growth and the architecture table disagree",
-    ("fixtures/organisms/train.py", "_check_choice", "ValueError"): "a recipe constant",
+    ("fixtures/organisms/specs.py", "log_schedule", "ValueError"): "a recipe constant",
+    ("fixtures/organisms/specs.py", "Recipe.__post_init__", "ValueError"): "a recipe constant",
+    ("fixtures/organisms/specs.py", "Recipe.model_class", "NotImplementedError"): "an abstract method",
+    ("fixtures/organisms/specs.py", "Recipe.model_config", "NotImplementedError"): "an abstract method",
+    ("fixtures/organisms/specs.py", "Recipe.build_model", "RuntimeError"): "growth and the architecture table disagree",
+    ("fixtures/organisms/specs.py", "_check_choice", "ValueError"): "a recipe constant",
     ("fixtures/organisms/runner.py", "train_in_subprocesses", "TrainingError"):
         "a training child failed; its own error and log lines are printed above (the class is the child's)",
     ("fixtures/organisms/runner.py", "TrainingStep.start", "TrainingError"):
@@ -93,8 +95,6 @@ DEFECTS: dict[tuple[str, str, str], str] = {
     ("headwatch/cli/organisms.py", "run.interrupted", "KeyboardInterrupt"):
         "SIGTERM (a front end stopping the step) taken as Ctrl-C: the interrupt path, exit 130, children stopped",
     # test helpers shipped in the package (tiny models, planted data)
-    ("fixtures/tiny.py", "tiny_config", "ValueError"): "test helper",
-    ("fixtures/tiny.py", "miniature_config", "ValueError"): "test helper",
     ("claims/synthetic.py", "planted_trajectory", "ValueError"): "planted data of the negative controls",
     ("claims/synthetic_population.py", "member_records", "ValueError"): "planted data of the negative controls",
     ("claims/figures.py", "population_trajectory_figure", "ValueError"): "quantity is one of its two callers' constants",
@@ -251,7 +251,7 @@ def nan_checkpoint(tmp_path_factory) -> Path:
     """A tiny GPTNeoX whose first attention weight holds one NaN."""
     from safetensors.torch import load_file, save_file
 
-    from headwatch.fixtures.tiny import tiny_model
+    from headwatch_testing.tiny import tiny_model
 
     folder = tmp_path_factory.mktemp("nan") / "step0"
     tiny_model("gpt_neox", seed=0, attn_implementation="eager").save_pretrained(folder)

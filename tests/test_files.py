@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from headwatch.fixtures.tiny import tiny_model
+from headwatch_testing.tiny import tiny_model
 from headwatch.probes.record import SCHEMA
 
 SMALL = ("--n-examples", "8", "--n-pr", "8", "--seq-len", "64", "--vocab-lo", "10", "--vocab-hi", "300",

@@ -11,7 +11,7 @@ from transformers import AutoModelForCausalLM
 
 from headwatch.fixtures import memory
 from headwatch.fixtures.realconfigs import REAL_MODELS, real_config
-from headwatch.fixtures.tiny import DISTINCT_MINIATURES, miniature_config
+from headwatch_testing.tiny import DISTINCT_MINIATURES, miniature_config
 from headwatch.probes.architectures import ARCHITECTURES, parameter_counts
 from headwatch_testing.random_checkpoint import write_random_checkpoint
 
@@ -86,7 +86,7 @@ def test_flop_count_of_the_benchmark_meets_the_floor_on_each_miniature():
     import importlib.util
     from pathlib import Path
 
-    from headwatch.fixtures.tiny import MINIATURES, miniature_model
+    from headwatch_testing.tiny import MINIATURES, miniature_model
     from headwatch.probes.record import ProbeSettings
 
     path = Path(__file__).resolve().parents[1] / "benchmarks" / "full_size.py"

@@ -50,7 +50,7 @@ OLMO_BRANCHES = {"step0-tokens0B": 0, "step1000-tokens2B": 1, "step2000-tokens4B
 @pytest.fixture(scope="module")
 def repos(tmp_path_factory) -> list[HubRepo]:
     """A tiny OLMo with OLMo-style branch names, a tiny GPT-NeoX, and the OLMoE miniature (bfloat16)."""
-    from headwatch.fixtures.tiny import miniature_model, tiny_model
+    from headwatch_testing.tiny import miniature_model, tiny_model
 
     root = tmp_path_factory.mktemp("hub-repos")
     olmo = {}
@@ -127,7 +127,7 @@ def session(tmp_path: Path, **kw) -> Provider:
 def _suite_files(row: str, variant: int, weights: str) -> dict[str, bytes]:
     """Files of one weight set of REAL_MODELS row ``row``: pythia-14m at full size, others miniatures,
     in the dtype the published checkpoints are stored in."""
-    from headwatch.fixtures.tiny import MINIATURE_SIZES, full_size_model, miniature_model
+    from headwatch_testing.tiny import MINIATURE_SIZES, full_size_model, miniature_model
     from headwatch_testing.tinypanel import checkpoint_files
 
     build = miniature_model if row in MINIATURE_SIZES else full_size_model

@@ -16,7 +16,7 @@ from headwatch.fixtures import loading
 from headwatch.fixtures.hubcache import repo_folder, save_revision
 from headwatch.fixtures.panels import PanelError, load_panel, parse_panel
 from headwatch.fixtures.provider import IdenticalWeightsWarning, Provider, ProviderOptions
-from headwatch.fixtures.tiny import tiny_model
+from headwatch_testing.tiny import tiny_model
 from headwatch_testing.broken import BROKEN_CHECKPOINTS, save_broken_checkpoint
 from headwatch_testing.tinypanel import TINY_PROBE_TOML
 from headwatch_testing.tinypanel import save_tiny_revisions

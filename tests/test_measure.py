@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from headwatch.fixtures.tiny import TINY_TYPES, tiny_model
+from headwatch_testing.tiny import TINY_TYPES, tiny_model
 from headwatch.probes.measure import measure, task_metrics
 from headwatch.probes.batch import induction_batch
 from headwatch.probes.record import HEAD_CLASSES, MeasurementRecord, ProbeSettings, parse_head_key

@@ -8,7 +8,7 @@ import pytest
 from headwatch.cli import main
 from headwatch.fixtures import loading
 from headwatch.fixtures.hubcache import save_revision
-from headwatch.fixtures.tiny import tiny_model
+from headwatch_testing.tiny import tiny_model
 
 #: Probe settings that fit the tiny models and run in a second.
 SMALL = {"--n-examples": "8", "--n-pr": "8", "--seq-len": "64", "--vocab-lo": "10", "--vocab-hi": "300",
@@ -139,3 +139,43 @@ def test_checkpoint_locations_are_checked(argv, names, checkpoint, tmp_path, hea
     argv = [a.replace("{tmp}", str(tmp_path)).replace("{ckpt}", str(checkpoint)) for a in argv]
     r = headwatch_cli("measure", *argv, "--out", tmp_path / "o.json", *ARGS)
     assert r.code == 2 and names in r.err and "Traceback" not in r.err, r.err
+
+
+# ---- one measuring path: headwatch measure and the provider write records of one shape -------------
+
+
+def test_measure_and_the_provider_write_records_with_the_same_keys(local_panel_file, local_run, tmp_path):
+    """``headwatch measure`` and the provider measure a checkpoint through one function
+    (``provider.measure_checkpoint``): their records have the same keys, provenance included
+    (``resolved_from``, ``panel``: None outside a panel, ``probe_version``, ``device``); the
+    provider's names its panel."""
+    from headwatch.fixtures.panels import load_panel
+    from headwatch.fixtures.provider import Provider, ProviderOptions
+    from headwatch_testing.tinypanel import LOCAL_PROBE
+
+    out = tmp_path / "measured.json"
+    flags = [x for k, v in LOCAL_PROBE.items() for x in (f"--{k.replace('_', '-')}", str(v))]
+    assert main(["measure", "--model", str(local_run), "--revision", "step100", "--out", str(out),
+                 "--device", "cpu", *flags]) == 0
+    by_cli = json.loads(out.read_text())
+    pm = load_panel(str(local_panel_file)).models[0]
+    provider = Provider(ProviderOptions(cache_dir=tmp_path / "hw-cache", device="cpu", progress=False))
+    by_provider = provider.revision_record(pm, "step100").to_dict()
+    assert set(by_cli) == set(by_provider)
+    assert set(by_cli["provenance"]) == set(by_provider["provenance"]), \
+        set(by_cli["provenance"]) ^ set(by_provider["provenance"])
+    assert by_cli["provenance"]["resolved_from"] == by_provider["provenance"]["resolved_from"] == "local"
+    assert by_cli["provenance"]["panel"] is None and by_provider["provenance"]["panel"] == "exits-local"
+
+
+def test_measure_takes_the_shared_n_examples_with_its_own_default():
+    """``--n-examples`` is the option every front end shares (headwatch.selection.OPTIONS: one rule, one
+    flag), with measure's default (ProbeSettings') since one checkpoint has no panel to take it from."""
+    from headwatch import selection
+    from headwatch.cli import build_parser
+    from headwatch.probes.record import ProbeSettings
+
+    parser = build_parser("measure").commands["measure"]
+    (action,) = [a for a in parser._actions if "--n-examples" in a.option_strings]
+    assert action.type is selection.OPTIONS["n_examples"].kwargs["type"]
+    assert action.default == ProbeSettings().n_examples

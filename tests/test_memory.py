@@ -13,7 +13,7 @@ import torch
 
 from headwatch.fixtures import loading, memory
 from headwatch.fixtures.realconfigs import real_config
-from headwatch.fixtures.tiny import miniature_config, miniature_model
+from headwatch_testing.tiny import miniature_config, miniature_model
 from headwatch.probes.upcast import compute_layer_by_layer, upcast_blocks
 
 GiB = 1 << 30

@@ -1,7 +1,7 @@
 """Config-faithful miniatures of Pythia 1B, OLMo 1B 0724, OLMoE 1B-7B, the PolyPythia sizes, GPT-2 small
 and Mistral's GPT-2 small: flags, capture parity, pipeline.
 
-A miniature (``headwatch.fixtures.tiny.miniature_model``) is the published config
+A miniature (``headwatch_testing.tiny.miniature_model``) is the published config
 (``headwatch.fixtures.realconfigs``) with only its sizes shrunk, so the flags that change how attention is computed (partial rotary,
 parallel residual, qkv clipping, non-parametric LayerNorm, full-width q/k norm, 64 experts top-8
 without renormalisation, GPT-2's fused Conv1D qkv, learned positions and Mistral's per-layer score
@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from headwatch.fixtures.realconfigs import REAL_MODELS, config_value, real_config, real_model
-from headwatch.fixtures.tiny import DISTINCT_MINIATURES, MINIATURE_SIZES, MINIATURES, miniature_config, miniature_model
+from headwatch_testing.tiny import DISTINCT_MINIATURES, MINIATURE_SIZES, MINIATURES, miniature_config, miniature_model
 from headwatch.probes.architectures import attention_modules, head_geometry
 from headwatch.probes.record import HEAD_CLASSES
 

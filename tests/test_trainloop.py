@@ -156,7 +156,7 @@ def test_the_training_child_measures_and_reports_the_probes_share(tmp_path, monk
 
 
 def test_training_untouched_restores_modes_grad_attention_and_every_rng():
-    from headwatch.fixtures.tiny import tiny_model
+    from headwatch_testing.tiny import tiny_model
 
     model = tiny_model("gpt_neox").train()
     model.gpt_neox.layers[0].eval()  # a mixed state must come back as it was
@@ -233,7 +233,7 @@ def test_a_hand_written_loop_trains_bit_identically_with_the_probe(tmp_path):
 
 
 def test_max_share_trades_examples_for_time_and_the_record_says_so(tmp_path):
-    from headwatch.fixtures.tiny import tiny_model
+    from headwatch_testing.tiny import tiny_model
 
     model = tiny_model("gpt_neox", vocab_size=64, d_model=32, n_heads=2)
     settings = dataclasses.replace(TINY_PROBE, n_examples=400, n_pr=100)

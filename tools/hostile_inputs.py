@@ -99,7 +99,7 @@ import json, shutil, sys
 from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
-from headwatch.fixtures.tiny import tiny_model
+from headwatch_testing.tiny import tiny_model
 from headwatch.fixtures.hubcache import save_revision
 base = Path(sys.argv[1])
 for i, rev in enumerate(["step0", "step100", "step1000"]):
@@ -131,7 +131,7 @@ FAULTS_SCRIPT = r'''
 import sys
 from pathlib import Path
 from safetensors.torch import load_file, save_file
-from headwatch.fixtures.tiny import tiny_model
+from headwatch_testing.tiny import tiny_model
 V = Path(sys.argv[1]) / "variants"
 for name, key, value in (("nan-weights", "layers.0.attention.query_key_value.weight", float("nan")),
                          ("inf-weights", "layers.1.mlp.dense_h_to_4h.weight", float("inf"))):
@@ -152,7 +152,7 @@ import io, pathlib, sys
 from pathlib import Path
 import torch
 from safetensors.torch import load_file
-from headwatch.fixtures.tiny import tiny_model
+from headwatch_testing.tiny import tiny_model
 V = Path(sys.argv[1]) / "variants"
 m = tiny_model("gpt_neox", seed=0, attn_implementation="eager")
 def saved(obj):
@@ -720,7 +720,7 @@ def _cases() -> list[Case]:
     add(Case("x-failed-claim-exit", X, "a planted model whose F1 fails: `headwatch judge --reference-dir` (a finding, exit 1)", ["headwatch", "judge", "--reference-dir", "{ws}/ref"],
              expect="ok", exit=1, setup=reference_copy(edit_json("step143000.json", sel("L0_H1", "first-token", 500.0))),
              check=lambda ws, r: None if re.search(r"^\s*F1\s+fails\b", r.out, re.M | re.I) else "no failing F1 verdict", test=home("test_exit_codes_of_the_cli")))
-    return c + _fault_cases() + _round5_cases() + _population_parse_cases() + _round6_cases()
+    return c + _fault_cases() + _converter_pickle_and_message_cases() + _population_parse_cases() + _identity_terminal_and_training_loop_cases()
 
 
 # ---- issue 26: exit classes, readers, names, panel contradictions, resource bombs, scale-out ------------
@@ -1028,7 +1028,7 @@ def _fault_cases() -> list[Case]:
     return c
 
 
-# ==== issue 35 (round five): the converter, pickles, messages =====================================
+# ==== what attacks the converter, pickle weights and the messages ==================================
 # Every case here names its covering test; the converter's cases also watch every file of their folder
 # (``keeps``): a file changed, removed or written that the command had no business touching is "lost".
 
@@ -1167,7 +1167,7 @@ def no_file(name: str, what: str):
     return check
 
 
-def _round5_cases() -> list[Case]:
+def _converter_pickle_and_message_cases() -> list[Case]:
     c: list[Case] = []
     add = c.append
 
@@ -1497,7 +1497,7 @@ def _run_then(code: str) -> list[str]:
     return _api("BASE = '{base}'\n" + _RUN + textwrap.dedent(code))
 
 
-def _round6_cases() -> list[Case]:
+def _identity_terminal_and_training_loop_cases() -> list[Case]:
     c: list[Case] = []
     add = c.append
 
@@ -1587,7 +1587,7 @@ def _round6_cases() -> list[Case]:
             ("ot-run-folder-immutable", "a local run in a folder no one may write", "ro", None)):
         add(Case(id_, OT, what, _api(f"""
             from headwatch.fixtures.trainloop import TrainingProbe
-            from headwatch.fixtures.tiny import tiny_model
+            from headwatch_testing.tiny import tiny_model
             from headwatch.probes.record import ProbeSettings
             S = ProbeSettings(n_examples=8, n_pr=8, seq_len=64, vocab_lo=10, vocab_hi=300, batch_size=4)
             TrainingProbe.for_run("run", "{folder}", S).check(tiny_model("gpt_neox", seed=0))

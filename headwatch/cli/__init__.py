@@ -8,7 +8,8 @@ imported, and those modules import torch and transformers inside ``run``, so ``h
 and ``--version`` answer at once. The options that pick panels, models, revisions and where
 measurements live are :mod:`headwatch.selection`'s, shared with the pytest plugin.
 
-Exit codes: :data:`EXIT_CODES`, the one table (also printed by ``--help``). A subcommand returns
+Exit codes: :data:`EXIT_CODES`, the one table (printed once, by ``headwatch --help``; a command's
+``--help`` points there). A subcommand returns
 0, 1 or 2; bad input anywhere (argparse, a :class:`headwatch.validation.InputError` from any layer,
 or the machine refusing: a full disk, a permission, out of memory, as
 ``headwatch.validation.input_error_from`` classes them) is 2 with one message; any other exception
@@ -41,6 +42,8 @@ EXIT_CODES = {
 }
 EPILOG = "exit codes:\n" + "\n".join(textwrap.fill(f"{code:>3}  {text}", 100, subsequent_indent=" " * 5)
                                        for code, text in EXIT_CODES.items())
+#: A command's --help ends with its examples and this line: the table is printed once, by ``headwatch --help``.
+COMMAND_EPILOG = "exit codes: " + ", ".join(f"{code}" for code in EXIT_CODES) + " (what each means: headwatch --help)"
 #: What ``headwatch --help`` shows first; each subcommand's module has its own ``EXAMPLES``.
 EXAMPLES = """examples:
   headwatch judge --panel published                       verdicts from the author's own measurements (seconds)
@@ -88,8 +91,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("-q", "--quiet", action="count", default=0,
                         help="fewer log lines (warnings and errors only); default: progress and results")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser.commands = {}  # name -> its subparser: a command's own usage for an argument it does not take
     for name, (module_name, help_text) in SUBCOMMANDS.items():
-        p = sub.add_parser(name, help=help_text, description=help_text, formatter_class=HelpFormatter, epilog=EPILOG)
+        p = sub.add_parser(name, help=help_text, description=help_text, formatter_class=HelpFormatter,
+                           epilog=COMMAND_EPILOG)
+        parser.commands[name] = p
         if name != command:
             continue
         try:
@@ -98,7 +104,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             p.set_defaults(_run=lambda _args, e=e, name=name: _unavailable(name, e))
             continue
         module.add_arguments(p)
-        p.epilog = getattr(module, "EXAMPLES", "") + "\n" + EPILOG
+        p.epilog = getattr(module, "EXAMPLES", "") + "\n" + COMMAND_EPILOG
         p.set_defaults(_run=module.run)
     return parser
 
@@ -133,7 +139,10 @@ def setup_logging(verbose: int, quiet: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser(_command(argv)).parse_args(argv)
+    parser = build_parser(_command(argv))
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # argparse leaves these to the top-level parser, whose usage is not the command's
+        parser.commands.get(args.command, parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     setup_logging(args.verbose, args.quiet)
     try:
         return int(args._run(args) or 0)

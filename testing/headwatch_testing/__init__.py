@@ -5,6 +5,8 @@ Importable by the test suite (pyproject's pytest ``pythonpath`` puts ``testing/`
 workers, pytest and ``python -c`` children), by ``benchmarks/`` and by ``tools/hostile_inputs.py``
 (each puts ``testing/`` on its path first).
 
+- :mod:`.tiny`: tiny random-init models of every supported architecture, and config-faithful
+  miniatures of the paper's models (published configs with only their sizes shrunk).
 - :mod:`.tinypanel`: tiny random-init checkpoints saved as a Hub-format cache or a local run, and
   panels naming them.
 - :mod:`.broken`: checkpoints broken the ways a careless save, copy or edit breaks them.

@@ -1,11 +1,11 @@
 """Checkpoints broken the ways a careless save, copy or edit breaks them (for the loading tests and
-tools/hostile_inputs.py): each a tiny model (``headwatch.fixtures.tiny``) saved, then damaged.
+tools/hostile_inputs.py): each a tiny model (``headwatch_testing.tiny``) saved, then damaged.
 """
 from __future__ import annotations
 
 import torch
 
-from headwatch.fixtures.tiny import tiny_model
+from headwatch_testing.tiny import tiny_model
 
 
 def _edit_weights(folder, drop=(), add=None) -> None:
