@@ -19,12 +19,12 @@ from __future__ import annotations
 import pytest
 
 from headwatch.claims.check import PYTEST_OUTCOME, check_population_claim, report
-from headwatch.claims.population import QUANTITIES, audit, judge_claim_over, judge_population, population_report
+from headwatch.claims.population import audit, judge_claim_over, judge_population, population_report, quantities
+from headwatch.claims.registry import all_claims
 from headwatch.claims.synthetic_population import (
     F1_DEFECT, FORMATION_EXPECT, MANY_SIBLING_ONSETS, NEVER_FORMS, SIBLING_ONSETS, planted_population,
 )
 from headwatch.claims.verdict import Status
-from headwatch.spec import CLAIMS
 
 
 @pytest.fixture(scope="session")
@@ -33,14 +33,14 @@ def judged_population(population, population_records):
     return judge_population(population, population_records)
 
 
-@pytest.mark.parametrize("claim", CLAIMS)
+@pytest.mark.parametrize("claim", [c.name for c in all_claims() if not c.gate])  # a researcher's too
 def test_claim_across_population(request, record_property, population, judged_population, claim):
     verdict = judged_population.claims[claim]
     report(record_property, f"population_{claim}", verdict.to_dict())
     check_population_claim(request, population.id, verdict)
 
 
-@pytest.mark.parametrize("quantity", QUANTITIES)
+@pytest.mark.parametrize("quantity", quantities())
 def test_candidate_within_population(record_property, population, candidate, judged_population, quantity):
     placement = judged_population.placements[candidate.id][quantity]
     report(record_property, f"placement_{quantity}", placement.to_dict())
@@ -74,7 +74,7 @@ def test_negative_control_candidate_beyond_160_siblings_fails_once():
     assert t.message.startswith("outlier (fails): seed160's t_induction is 100B (20B, 100B], later than every one of the 160 ")
     assert t.message.endswith("(2 of the 161 ranks) x 4 quantities compared = 0.0497 < alpha 0.05: it does not belong with them")
     assert [places[q].same_event_as for q in ("F3_ratio", "F4_recall_point")] == ["t_induction", "t_induction"]
-    assert [places[q].status for q in QUANTITIES] == [Status.FAILS, Status.HOLDS, Status.CONSISTENT_NOT_ESTABLISHED,
+    assert [places[q].status for q in quantities()] == [Status.FAILS, Status.HOLDS, Status.CONSISTENT_NOT_ESTABLISHED,
                                                       Status.CONSISTENT_NOT_ESTABLISHED]
 
 
@@ -82,7 +82,7 @@ def test_negative_control_member_that_did_not_form_is_not_judged_never_a_pass():
     """seed2 never forms: every claim leaves it out as "not judged"; it is not among the holds."""
     members = planted_population(SIBLING_ONSETS, defects={2: NEVER_FORMS}, expect=FORMATION_EXPECT)
     judged = population_report("planted", members)
-    for claim in CLAIMS:
+    for claim in (c.name for c in all_claims() if not c.gate):
         v = judged.claims[claim]
         assert "seed2" in v.not_judged and "seed2" not in v.holds and v.n <= 4, (claim, v.message)
     assert judged.claims["formation"].fails == ("seed2",)
