@@ -32,6 +32,11 @@ from headwatch.spec import Expectations, Thresholds
 from .verdict import Verdict
 
 
+def _doc(doc: str) -> dict[str, str]:
+    """A field's meaning, as docs/reference.md shows it (tools/gen_reference.py)."""
+    return {"doc": doc}
+
+
 class Judge(Protocol):
     """A claim's judge over one model's records (see the module docstring)."""
 
@@ -174,22 +179,34 @@ class Claim:
       (``test_f1_zero_bos_floor.py``); "" for claims tested by the generic ``test_registered_claims.py``.
     """
 
-    name: str
-    title: str
-    question: str
-    judge: Judge
-    negative_controls: tuple[NegativeControl, ...] = ()
-    thresholds: tuple[Threshold, ...] = ()
-    judge_revision: Callable[[MeasurementRecord, Thresholds], Verdict] | None = None
-    key_figure: str = ""
-    reads: tuple[str, ...] = ()
-    details: type | None = None
-    placed_on: Quantity | None = None
-    figures: Callable[[Sequence[MeasurementRecord], Verdict, str], list[Any]] | None = None
-    gate: bool = False
-    applies: Callable[[Expectations], bool] | None = None
-    needs: tuple[str, ...] = ()
-    test_module: str = ""
+    name: str = field(metadata=_doc("how panels (xfail keys), --claims, JSON and the report name it"))
+    title: str = field(metadata=_doc("the report's column heading"))
+    question: str = field(metadata=_doc("the claim in words"))
+    judge: Judge = field(metadata=_doc("judge(records, expect, spec, *, total_tokens=None) -> Verdict over one "
+                                       "model's records, sorted by tokens"))
+    negative_controls: tuple[NegativeControl, ...] = field(default=(), metadata=_doc(
+        "planted records its judge must say 'fails' on; at least one (a claim without is refused)"))
+    thresholds: tuple[Threshold, ...] = field(default=(), metadata=_doc(
+        "its bars, each a SPEC field or a constant of its own, with the source"))
+    judge_revision: Callable[[MeasurementRecord, Thresholds], Verdict] | None = field(default=None, metadata=_doc(
+        "judge_revision(record, spec) -> Verdict at one revision, where it has one: pytest tests each revision too"))
+    key_figure: str = field(default="", metadata=_doc("what the verdict's key figure is, in words"))
+    reads: tuple[str, ...] = field(default=(), metadata=_doc(
+        "the sensitivity knobs its verdict depends on (the grid re-judges it on those rows)"))
+    details: type | None = field(default=None, metadata=_doc(
+        "the dataclass of Verdict.details (its JSON form is read back through it); None: a plain mapping"))
+    placed_on: Quantity | None = field(default=None, metadata=_doc(
+        "the quantity a population places a candidate on for this claim"))
+    figures: Callable[[Sequence[MeasurementRecord], Verdict, str], list[Any]] | None = field(default=None, metadata=_doc(
+        "figures(records, verdict, model) -> [headwatch.claims.figures.Figure]: the report's figures of it"))
+    gate: bool = field(default=False, metadata=_doc(
+        "judged first; where it fails every other claim is 'not judged' (formation)"))
+    applies: Callable[[Expectations], bool] | None = field(default=None, metadata=_doc(
+        "applies(expect) -> whether the claim is judged for a model at all (None: always)"))
+    needs: tuple[str, ...] = field(default=(), metadata=_doc(
+        "what the records must be measured with ('ablation'): a panel measuring none cannot declare it a deviation"))
+    test_module: str = field(default="", metadata=_doc(
+        "its own test module in headwatch.claims; '' (a researcher's): the generic test_registered_claims.py"))
 
     def applies_to(self, expect: Expectations) -> bool:
         """Whether this claim is judged for a model with ``expect``."""
