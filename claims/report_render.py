@@ -96,7 +96,7 @@ def _status_cell(model: str, claim: str, report: ModelReport, tests: str | None,
     tests_html = ""
     if tests:
         tests_html = f'<span class="tests{" mismatch" if mismatch else ""}">tests: {escape(tests)}</span>'
-    return (f'<td class="cell" data-model="{escape(model, quote=True)}" data-claim="{claim}" '
+    return (f'<td class="cell" data-model="{escape(model, quote=True)}" data-claim="{escape(claim, quote=True)}" '
             f'data-status="{escape(c.status, quote=True)}" style="background:{bg}" title="{title}">'
             f'<span class="st" style="color:{fg}">{escape(STATUS_LABEL[c.status])}</span>'
             f'<span class="key">{escape(c.key) or "&nbsp;"}</span>{tests_html}</td>')

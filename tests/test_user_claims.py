@@ -128,12 +128,16 @@ def test_a_claims_module_is_judged_reported_and_selected(researcher):
 def test_a_conftest_claim_is_parametrised_by_pytest_and_selected(researcher):
     (researcher / "conftest.py").write_text("import my_claims  # registers three_heads\n")
     done = run(researcher, "pytest", "--pyargs", "headwatch.claims", "--panel", "published", "-p", "no:randomly",
-               "-p", "no:cacheprovider", "-q", "-rA", "-k", "registered or f1_no_bos_head_in_layers_0_1_at_any")
+               "-p", "no:cacheprovider", "-q", "-rA", "-k", "registered or f1_no_bos_head_in_layers_0_1_at_any",
+               "--html", "claims.html")
     out = done.stdout
     assert done.returncode == 0, out[-3000:]
     for test in ("test_claim[three_heads-pythia-1b]", "test_claim[three_heads-olmo-1b]",
                  "test_negative_control[three_heads-no_heads]"):
-        assert f"PASSED " in out and test in out, out[-3000:]
+        assert f"PASSED test_registered_claims.py::{test}" in out, out[-3000:]
+    page = (researcher / "claims.html").read_text()  # the pytest-html section: its column, its tests' outcomes
+    assert "<th>three induction heads</th>" in page and 'data-claim="three_heads"' in page
+    assert "1 passed" in page.split('data-claim="three_heads"', 1)[1].split("</td>", 1)[0]
     # --claims: only the chosen claim's tests run
     done = run(researcher, "pytest", "--pyargs", "headwatch.claims", "--panel", "published", "-p", "no:randomly",
                "-p", "no:cacheprovider", "-q", "-rA", "--claims", "three_heads")
