@@ -66,6 +66,13 @@ def quantities() -> tuple[str, ...]:
     return SCREEN_QUANTITIES + tuple(_placed())
 
 
+def quantities_of(members: Sequence[Member]) -> tuple[str, ...]:
+    """The quantities compared over ``members``: the screen's, and those of the claims the members were
+    judged on (``--claims`` leaves the others out; members without verdicts: every one)."""
+    judged = {c for m in members for c in m.verdicts}
+    return tuple(q for q in quantities() if not judged or quantity_claim(q) in (None, *judged))
+
+
 def quantity_words(quantity: str) -> str:
     """What a quantity is, in words."""
     placed = _placed().get(quantity)
@@ -604,7 +611,7 @@ def place(quantity: str, candidate: Member, reference: Sequence[Member], spec: T
 def audit(candidate: Member, reference: Sequence[Member], spec: Thresholds = SPEC) -> dict[str, Placement]:
     """``candidate`` placed on every quantity: flags grouped by event (:func:`same_event`, counted
     once), each decided with the Bonferroni bound over the quantities compared."""
-    first = {q: place(q, candidate, reference, spec) for q in quantities()}
+    first = {q: place(q, candidate, reference, spec) for q in quantities_of([candidate, *reference])}
     family = sum(p.status not in (Status.NOT_APPLICABLE, Status.NOT_JUDGED) for p in first.values())
     out: dict[str, Placement] = {}
     for q, p in first.items():
@@ -720,8 +727,8 @@ def population_report(name: str, members: Sequence[Member], spec: Thresholds = S
     judged = {c for m in ref for c in m.verdicts}
     claims = [c.name for c in all_claims() if c.name in judged or (not judged and not c.gate)]
     out.claims = {c: judge_claim_over(c, ref, name, spec) for c in claims}
-    out.spreads = {q: spread(q, ref) for q in quantities()}
-    out.loo = {q: leave_one_out(q, ref) for q in quantities()}
+    out.spreads = {q: spread(q, ref) for q in quantities_of(ref)}
+    out.loo = {q: leave_one_out(q, ref) for q in quantities_of(ref)}
     out.placements = {c.id: audit(c, ref, spec) for c in out.candidates}
     return out
 
@@ -743,7 +750,7 @@ def population_table(report: PopulationReport) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["SCREEN_QUANTITIES", "quantities", "quantity_claim", "quantity_words", "same_event", "gate_verdict", "GridValue", "Member", "PopulationClaim", "Extent", "Spread",
+__all__ = ["SCREEN_QUANTITIES", "quantities", "quantities_of", "quantity_claim", "quantity_words", "same_event", "gate_verdict", "GridValue", "Member", "PopulationClaim", "Extent", "Spread",
            "Placement", "LeaveOneOut", "PopulationReport", "member_quantities", "member_of", "member_from_verdicts",
            "judge_member", "judge_claim_over", "spread", "place", "audit", "min_members_to_fail", "leave_one_out", "judge_population",
            "population_report", "population_table"]

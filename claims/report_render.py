@@ -30,7 +30,7 @@ from headwatch.fixtures.cache import probe_code_version
 from headwatch.spec import SPEC
 
 from .figures import Figure
-from .population import PopulationReport, quantities, quantity_words
+from .population import PopulationReport, quantity_words
 from .report_data import (
     CELL_LABEL, CONSISTENT, FAILS, HOLDS, MEMBER_FIGURES_UP_TO, MISMATCH, MISSING, NA, NOT_ESTABLISHED,
     NOT_JUDGED, VACUOUS, XFAIL, XPASS, ModelReport, claim_title, rows_of, verdict_cell,
@@ -390,13 +390,13 @@ def population_spread_table(report: PopulationReport) -> str:
     """Quantities as columns, members as rows: each member's value, then the spread over the reference
     members and leave-one-out."""
     members = report.reference + report.candidates
-    head = "".join(f"<th>{escape(quantity_words(q))}</th>" for q in quantities())
+    head = "".join(f"<th>{escape(quantity_words(q))}</th>" for q in report.spreads)
     rows = []
     for m in members:
-        vals = "".join(f"<td class='nowrap'>{escape(_member_value(report, m, q))}</td>" for q in quantities())
+        vals = "".join(f"<td class='nowrap'>{escape(_member_value(report, m, q))}</td>" for q in report.spreads)
         rows.append(f"<tr><th class='nowrap'>{escape(m.id)}{' (candidate)' if m.role == 'candidate' else ''}</th>{vals}</tr>")
-    spread = "".join(f"<td>{escape(report.spreads[q].text())}</td>" for q in quantities())
-    loo = "".join(f"<td>{escape(report.loo[q].text())}</td>" for q in quantities())
+    spread = "".join(f"<td>{escape(report.spreads[q].text())}</td>" for q in report.spreads)
+    loo = "".join(f"<td>{escape(report.loo[q].text())}</td>" for q in report.spreads)
     return ("<h3>Each quantity per member (value on the revision grid: (last revision before, first at]; a milestone not "
             "reached by the final revision is a bound, ranked as an interval)</h3>"
             f"<table class='hw' data-quantities='{escape(report.name, quote=True)}'><tr><th>member</th>{head}</tr>"
