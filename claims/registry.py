@@ -27,7 +27,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 from headwatch.names import did_you_mean
-from headwatch.spec import CLAIMS_GROUP, SPEC, Thresholds, declare_claim_name
+from headwatch.spec import CLAIMS_GROUP, SPEC, Thresholds, declare_claim_name, forget_claim_name
 from headwatch.validation import InputError
 
 from .claim import QUANTITY_UNITS, Claim, NegativeControl, Quantity, UNITS
@@ -108,6 +108,19 @@ def register_claim(claim: Claim) -> Claim:
     if not claim.gate:
         declare_claim_name(claim.name, claim.needs)
     return claim
+
+
+def unregister_claim(name: str) -> None:
+    """Forget the claim ``name`` (a notebook redefining its claim, a test's own): its name, details type
+    and population quantity go with it. A built-in cannot be forgotten."""
+    claim = get_claim(name)
+    if is_builtin(claim):
+        raise ClaimError(f"{name!r} is a built-in claim: select others with --claims instead")
+    del _CLAIMS[name]
+    DETAILS.pop(name, None)
+    if claim.placed_on is not None:
+        QUANTITY_UNITS.pop(claim.placed_on.name, None)
+    forget_claim_name(name)
 
 
 def _origin(claim: Claim) -> str:
@@ -219,4 +232,4 @@ def controls_for(name: str) -> list[NegativeControl]:
 
 
 __all__ = ["ClaimError", "NAME_RE", "all_claims", "controls_for", "gates", "get_claim", "is_builtin", "load",
-           "load_claims_module", "load_entry_points", "negative_controls", "register_claim", "select_claims"]
+           "load_claims_module", "load_entry_points", "negative_controls", "register_claim", "select_claims", "unregister_claim"]

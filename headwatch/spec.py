@@ -151,6 +151,13 @@ def declare_claim_name(name: str, needs: tuple[str, ...] = ()) -> None:
     _NEEDS[name] = tuple(needs)
 
 
+def forget_claim_name(name: str) -> None:
+    """Forget a registered claim's name (headwatch.claims.registry.unregister_claim)."""
+    if name in _DECLARABLE:
+        _DECLARABLE.remove(name)
+    _NEEDS.pop(name, None)
+
+
 def claim_needs(name: str) -> tuple[str, ...]:
     """What the registered claim ``name`` needs measured (() where unknown)."""
     return _NEEDS.get(name, ())

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from headwatch.claims import Claim, ClaimError, NegativeControl, register_claim
-from headwatch.claims.registry import all_claims, is_builtin
+from headwatch.claims.registry import all_claims, is_builtin, unregister_claim
 from headwatch.claims.synthetic import HEALTHY_EXPECT, healthy
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -250,3 +250,34 @@ def test_no_built_in_claim_is_named_by_string_outside_its_own_modules():
                         and (rel, node.value) not in PANEL_KEY_USES:
                     places.append(f"{rel}:{node.lineno}: {node.value!r}")
     assert places == [], "\n".join(places)
+
+
+def test_a_claims_figures_and_grid_rows_reach_the_report():
+    """A claim that declares figures gets them in the model's report; its sensitivity rows (it reads
+    the induction threshold) are in the grid; unregistered, it is gone from every list."""
+    from types import SimpleNamespace
+
+    from headwatch.claims.figures import Figure
+    from headwatch.claims.report_data import model_report, rows_of
+    from headwatch.claims.verdict import Status, Verdict
+
+    def judge(records, expect, spec, *, total_tokens=None):
+        return Verdict("with_figure", Status.HOLDS, "holds", {"induction": spec.induction}, key="ok")
+
+    claim = register_claim(Claim(
+        "with_figure", "a claim with a figure", "?", judge=judge, reads=("induction",),
+        figures=lambda records, verdict, model: [Figure("mine", "Mine", f"{model}: {verdict.key}", b"png")],
+        negative_controls=(NegativeControl("x", "x", healthy, HEALTHY_EXPECT),)))
+    try:
+        pm = SimpleNamespace(id="planted", repo="planted/model", panel="test", expect=HEALTHY_EXPECT,
+                             total_tokens=None, member=None)
+        provider = SimpleNamespace(cached_records=lambda m: (healthy(), []))
+        report = model_report(pm, provider, figures=True)
+        assert report.figures[-1].name == "mine" and report.figures[-1].caption == "planted: ok"
+        assert "with_figure" in rows_of([report]) and report.grid.robust["with_figure"]
+        assert {r.knob for r in report.grid.rows if "with_figure" in r.statuses} >= {"induction", "bos"}
+    finally:
+        unregister_claim(claim.name)
+    assert "with_figure" not in {c.name for c in all_claims()}
+    with pytest.raises(ClaimError, match="built-in"):
+        unregister_claim("F1")
