@@ -17,6 +17,7 @@ pick the heads it ablates; the judge always uses this table, whatever a record's
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -163,14 +164,19 @@ def claim_needs(name: str) -> tuple[str, ...]:
     return _NEEDS.get(name, ())
 
 
+@functools.lru_cache(maxsize=1)
+def _listed_claim_names() -> frozenset[str]:
+    """The claim names the installed packages' entry points list (read once per process)."""
+    from importlib.metadata import entry_points  # deferred: the distributions' metadata, read only here
+
+    return frozenset(ep.name for ep in entry_points(group=CLAIMS_GROUP))
+
+
 def claim_names() -> tuple[str, ...]:
     """The claims a panel's ``xfail`` may name: those registered in this process, then those the
     installed packages' entry points (group :data:`CLAIMS_GROUP`) list and no module has registered
     yet (read from their metadata: nothing is imported), in name order."""
-    from importlib.metadata import entry_points  # deferred: the distributions' metadata, read only here
-
-    listed = sorted({ep.name for ep in entry_points(group=CLAIMS_GROUP)} - set(_DECLARABLE))
-    return (*_DECLARABLE, *listed)
+    return (*_DECLARABLE, *sorted(_listed_claim_names() - set(_DECLARABLE)))
 
 
 BOS_SHAPES: tuple[str, ...] = ("ramp", "step")
