@@ -27,7 +27,8 @@ from headwatch.fixtures.panels import PanelModel
 from headwatch.schema import to_data
 from headwatch.spec import Deviation
 
-from .judge import judge_formation, not_judged
+from .judge import judge_claim, not_judged
+from .registry import gates
 from .verdict import Status, Verdict, check_deviation
 
 #: Status -> what the claim test does.
@@ -39,7 +40,12 @@ PYTEST_OUTCOME: dict[Status, str] = {
     Status.FAILS: "fail",
     Status.NOT_APPLICABLE: "skip",
     Status.NOT_JUDGED: "skip",
+    Status.CRASHED: "error",
 }
+
+
+class ClaimCrashed(RuntimeError):
+    """A claim's judge raised (its verdict ``crashed``): the test errors, it does not fail."""
 
 
 def skip_reason(claim: str, label: str, verdict: Verdict) -> str:
@@ -67,12 +73,17 @@ def declared_deviation(model_entry: PanelModel, claim: str, revision: str | None
 
 
 def formation_withheld(request: pytest.FixtureRequest, model_entry: PanelModel, verdict: Verdict) -> Verdict:
-    """``verdict``, or its ``not judged`` form when the panel declares formation and the model did not form."""
-    if model_entry.expect.formation is None:
+    """``verdict``, or its ``not judged`` form when a gate applies (the panel declares formation) and
+    the model did not pass it (did not form)."""
+    applying = [g for g in gates() if g.applies_to(model_entry.expect)]
+    if not applying:
         return verdict
     records = request.getfixturevalue("model_records")
-    formation = judge_formation(records, model_entry.expect, getattr(model_entry, "total_tokens", None))
-    return not_judged(verdict, formation) if formation.status is Status.FAILS else verdict
+    for g in applying:
+        gate = judge_claim(g, records, model_entry.expect, getattr(model_entry, "total_tokens", None))
+        if gate.status is Status.FAILS:
+            return not_judged(verdict, gate)
+    return verdict
 
 
 def check_verdict(request: pytest.FixtureRequest, model_entry: PanelModel, claim: str, verdict: Verdict,
@@ -81,6 +92,8 @@ def check_verdict(request: pytest.FixtureRequest, model_entry: PanelModel, claim
     label = model_entry.id + (f"@{revision}" if revision else "")
     verdict = formation_withheld(request, model_entry, verdict)
     outcome = PYTEST_OUTCOME[verdict.status]
+    if outcome == "error":  # a crash is not a failed claim: an ERROR (headwatch/plugin.py), never FAILED
+        raise ClaimCrashed(f"{claim} for {label}: {verdict.message}")
     if outcome == "skip":
         pytest.skip(skip_reason(claim, label, verdict))
     deviation, loose = declared_deviation(model_entry, claim, revision)

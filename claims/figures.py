@@ -29,7 +29,7 @@ from headwatch.probes.selectivity import bos_heads, head_labels, induction_circu
 from headwatch.spec import SPEC
 
 from . import trajectory as T
-from .verdict import Verdict
+from .verdict import CausalDetails, F2Details, F4Details, Verdict
 
 DPI = 80
 #: Colours: one per head class (the grid), and the two quantities of the F5 twin axes.
@@ -51,6 +51,11 @@ class Figure:
 
 
 # ---- helpers ----------------------------------------------------------------------------------
+
+
+def _verdict_of(verdicts: Mapping[str, Verdict], details: type) -> Verdict | None:
+    """The verdict whose details are of type ``details`` (the claim a figure draws), or None."""
+    return next((v for v in verdicts.values() if isinstance(v.details, details)), None)
 
 
 def _png(fig: MplFigure) -> bytes:
@@ -138,7 +143,7 @@ def bos_figure(records: Sequence[MeasurementRecord], verdicts: Mapping[str, Verd
             _mark(ax, _revision_x(recs, m.revision), f"{name} {fmt_tokens(m.tokens)}", color, y)
     ax.set_ylim(0, 100)
     ax.set_ylabel("BOS heads (% of all heads)")
-    f2 = verdicts.get("F2")
+    f2 = _verdict_of(verdicts, F2Details)
     expected = f" (expected {f2.details.expected})" if f2 is not None and f2.details.expected else ""
     lo, hi = sep.bounds
     ratio = (f"; t_bos50/t_ind {sep.ratio:.3g}x" if sep.ratio is not None else
@@ -164,7 +169,8 @@ def induction_figure(records: Sequence[MeasurementRecord], verdicts: Mapping[str
     ax.set_ylim(0, max(max(counts), SPEC.induction_min_heads) + 1)
     _token_axis(ax, xs, _has_zero(recs))
     final, series = T.recall_series(recs)
-    f4 = verdicts["F4"].details if "F4" in verdicts else None
+    f4_verdict = _verdict_of(verdicts, F4Details)
+    f4 = f4_verdict.details if f4_verdict is not None else None
     if series:
         ax2 = ax.twinx()
         ax2.plot(xs, [100 * p.recall for p in series], "s--", color="black", ms=4, lw=1, label="recall of final circuit")
@@ -273,7 +279,7 @@ def _grid_marker_handles() -> list[Any]:
 
 def ablation_figure(verdicts: Mapping[str, Verdict], model: str = "") -> bytes:
     """Top-1 at baseline, with the induction circuit ablated, and with matched-random heads ablated."""
-    verdict = verdicts.get("causal")
+    verdict = _verdict_of(verdicts, CausalDetails)
     if verdict is None or verdict.details.circuit_top1 is None:
         return _message_figure(f"{model}: {verdict.message if verdict else 'no ablation in these records'}")
     v = verdict.details
@@ -309,9 +315,9 @@ def model_figures(records: Sequence[MeasurementRecord], verdicts: Mapping[str, V
     """Every figure of one model, in report order (one per figure kind, always)."""
     recs = T.by_tokens(records)
     final = recs[-1]
-    causal = verdicts.get("causal")
+    causal = _verdict_of(verdicts, CausalDetails)
     random_note = causal.details.random_matched_to if causal is not None else None
-    f4 = verdicts.get("F4")
+    f4 = _verdict_of(verdicts, F4Details)
     shaded = f4.details.max_fraction if f4 is not None else SPEC.f4_max_fraction
     induction, bos = f"{SPEC.induction:g}x", f"{SPEC.bos:g}x"
     return [

@@ -15,7 +15,6 @@ test reports.
 """
 from __future__ import annotations
 
-import re
 import traceback
 from collections import Counter
 from dataclasses import replace
@@ -27,12 +26,14 @@ import pytest
 from headwatch.fixtures.provider import Provider
 
 from .check import PYTEST_OUTCOME
+from .registry import all_claims
 from .report_data import (
     FAILS, HOLDS, MISMATCH, VACUOUS, XFAIL, XPASS, draws_member_figures, model_report, population_parts, verdict_cell,
 )
 from .report_render import fragment
 
-_CLAIM_MODULE = re.compile(r"(?:^|/)test_(f[1-5]|causal|formation)(?:_[^/]*)?\.py$")
+#: The test module of every registered claim without one of its own (claims/test_registered_claims.py).
+GENERIC_TEST_MODULE = "test_registered_claims.py"
 _OUTCOME_ORDER = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
 
 
@@ -42,17 +43,27 @@ _OUTCOME_ORDER = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
 def classify(nodeid: str) -> tuple[str, str | None, bool] | None:
     """(claim, model id or None, is a negative control) for a claim test's node id, else None.
 
-    ``claims/test_f1_x.py::test_f1_y[olmo-1b@step1000-tokens2B]`` -> ("F1", "olmo-1b", False).
+    ``claims/test_f1_x.py::test_f1_y[olmo-1b@step1000-tokens2B]`` -> ("F1", "olmo-1b", False): a claim's
+    own test module (its ``test_module``); ``claims/test_registered_claims.py::test_claim[my_claim-olmo-1b]``
+    -> ("my_claim", "olmo-1b", False): the generic test of every other registered claim.
     """
     path, _, rest = nodeid.partition("::")
-    m = _CLAIM_MODULE.search(path)
-    if not m:
-        return None
-    claim = m.group(1).upper() if m.group(1) not in ("causal", "formation") else m.group(1)
+    module = path.rsplit("/", 1)[-1]
     func, _, param = rest.partition("[")
+    param = param.rstrip("]")
     control = func.split("::")[-1].startswith("test_negative_control")
-    model = param.rstrip("]").split("@")[0] if param and not control else None
-    return claim, model, control
+    claims = all_claims()
+    own = next((c.name for c in claims if c.test_module and c.test_module == module), None)
+    if own is not None:
+        model = param.split("@")[0] if param and not control else None
+        return own, model, control
+    if module != GENERIC_TEST_MODULE or not param:
+        return None
+    claim = max((c.name for c in claims if param == c.name or param.startswith(c.name + "-")), key=len, default=None)
+    if claim is None:
+        return None
+    rest_param = param[len(claim) + 1:]
+    return claim, (rest_param.split("@")[0] or None) if not control else None, control
 
 
 def outcome_of(rep: pytest.TestReport) -> str | None:
@@ -138,7 +149,9 @@ class HeadwatchReport:
         reader = Provider(replace(self.session.options, progress=False))
         models = self.selected_models(env)
         draw_members = draws_member_figures(models)
-        reports = [model_report(pm, reader, figures=pm.member is None or draw_members, release=True) for pm in models]
+        claims = getattr(self.session, "claims", None) or None  # --claims; None: every registered claim
+        reports = [model_report(pm, reader, figures=pm.member is None or draw_members, release=True, claims=claims)
+                   for pm in models]
         errors = [r.figure_error for r in reports if r.figure_error]
         tests, mismatches = {}, {}
         for r in reports:

@@ -40,33 +40,70 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from headwatch.fixtures.panels import PanelModel, Population
-from headwatch.formatting import fmt_pct, fmt_tokens
 from headwatch.probes.record import MeasurementRecord
-from headwatch.spec import CLAIMS, FORMATION, SPEC, Expectations, Thresholds
+from headwatch.spec import SPEC, Expectations, Thresholds
 from headwatch.stats import BINOMIAL_TEST, CLOPPER_PEARSON, binomial_at_least, binomial_at_most, clopper_pearson
 
 from . import trajectory as T
+from .claim import GridValue, Quantity, fmt_for
 from .judge import judge_model
+from .registry import all_claims, gates
 from .verdict import KeyFigure, Status, Verdict, check_deviation
 
-#: The quantities whose spread over members is reported and against which candidates are placed.
-QUANTITIES: tuple[str, ...] = ("t_induction", "t_bos50", "F3_ratio", "F4_recall_point")
-#: What each quantity is, in words, with its unit.
-QUANTITY_WORDS: dict[str, str] = {
-    "t_induction": "t_induction", "t_bos50": "t_bos50", "F3_ratio": "F3 ratio", "F4_recall_point": "F4 recall point",
-}
-#: The claim a quantity belongs to: a member where that claim does not apply has no value of it
-#: (the F3 ratio off DCLM is not judged, issue 33).
-QUANTITY_CLAIM: dict[str, str] = {"F3_ratio": "F3", "F4_recall_point": "F4"}
-#: One event moves several quantities: a flag of (quantity, side) is the same event as a flag of
-#: an earlier (quantity, side) listed here, and is counted there only (a late circuit: t_induction
-#: later, the F3 ratio smaller, the F4 recall point later; a late sink: t_bos50 later, the ratio larger).
-SAME_EVENT: dict[tuple[str, str], tuple[tuple[str, str], ...]] = {
-    ("F3_ratio", "below"): (("t_induction", "above"), ("t_bos50", "below")),
-    ("F3_ratio", "above"): (("t_induction", "below"), ("t_bos50", "above")),
-    ("F4_recall_point", "above"): (("t_induction", "above"),),
-    ("F4_recall_point", "below"): (("t_induction", "below"),),
-}
+#: The screen's own quantities (no claim's): whose spread over members is reported and against which
+#: candidates are placed, before each registered claim's ``placed_on`` (:func:`quantities`).
+SCREEN_QUANTITIES: tuple[str, ...] = ("t_induction", "t_bos50")
+
+
+def _placed() -> dict[str, tuple[str, Quantity]]:
+    """Each registered claim's population quantity: quantity name -> (claim name, Quantity)."""
+    return {c.placed_on.name: (c.name, c.placed_on) for c in all_claims() if c.placed_on is not None}
+
+
+def quantities() -> tuple[str, ...]:
+    """The quantities whose spread over members is reported and against which candidates are placed:
+    t_induction, t_bos50, then each registered claim's (F3's ratio, F4's recall point, a user's)."""
+    return SCREEN_QUANTITIES + tuple(_placed())
+
+
+def quantities_of(members: Sequence[Member]) -> tuple[str, ...]:
+    """The quantities compared over ``members``: the screen's, and those of the claims the members were
+    judged on (``--claims`` leaves the others out; members without verdicts: every one)."""
+    judged = {c for m in members for c in m.verdicts}
+    return tuple(q for q in quantities() if not judged or quantity_claim(q) in (None, *judged))
+
+
+def quantity_words(quantity: str) -> str:
+    """What a quantity is, in words."""
+    placed = _placed().get(quantity)
+    return placed[1].words if placed else quantity
+
+
+def quantity_claim(quantity: str) -> str | None:
+    """The claim a quantity belongs to: a member where that claim does not apply has no value of it
+    (the F3 ratio off DCLM is not judged, issue 33). None: the screen's own."""
+    placed = _placed().get(quantity)
+    return placed[0] if placed else None
+
+
+def same_event(quantity: str, side: str) -> tuple[tuple[str, str], ...]:
+    """One event moves several quantities: a flag of (quantity, side) is the same event as a flag of
+    an earlier (quantity, side) listed here, and is counted there only (a late circuit: t_induction
+    later, the F3 ratio smaller, the F4 recall point later; a late sink: t_bos50 later, the ratio larger)."""
+    placed = _placed().get(quantity)
+    return tuple(placed[1].same_event.get(side, ())) if placed else ()
+
+
+def _gate_names() -> set[str]:
+    return {g.name for g in gates()}
+
+
+def gate_verdict(verdicts: Mapping[str, Verdict]) -> Verdict | None:
+    """A member's gate verdict (formation): the first that fails, else the first it has (None: none)."""
+    found = [verdicts[g.name] for g in gates() if g.name in verdicts]
+    return next((v for v in found if v.status is Status.FAILS), found[0] if found else None)
+
+
 #: The method a placement states.
 PREDICTION_INTERVAL = ("rank among the reference members (interval-censored: overlapping values may lie on either "
                        "side); an exchangeable member's chance of landing at least as far out, either side")
@@ -75,52 +112,13 @@ PREDICTION_INTERVAL = ("rank among the reference members (interval-censored: ove
 # ---- one member ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class GridValue:
-    """One member's value of a quantity, as its revision grid allows.
-
-    ``value`` is the point estimate (the first revision meeting the milestone); ``interval`` (lo, hi)
-    what the grid allows (hi None: open). ``censored_above``: the milestone is not reached by the
-    final revision, so the value is only known to exceed this bound (``value`` is None then).
-    ``undefined``: why there is no value at all (no final circuit, t_induction never reached).
-    """
-
-    value: float | None
-    interval: tuple[float | None, float | None] | None = None
-    censored_above: float | None = None
-    undefined: str = ""
-
-    @property
-    def bounds(self) -> tuple[float, float] | None:
-        """What the value is known to lie in, for ranking: (v, v) when reached, (bound, inf) when censored
-        (the bound itself excluded), None when undefined."""
-        if self.value is not None:
-            return self.value, self.value
-        return (self.censored_above, math.inf) if self.censored_above is not None else None
-
-    def text(self, quantity: str) -> str:
-        """'2.62M (2.3M, 2.62M]', '> 4.6M (never reached)', 'undefined: ...'."""
-        fmt = _fmt(quantity)
-        if self.value is not None:
-            iv = "" if self.interval is None else (
-                f" ({fmt(self.interval[0])}, {fmt(self.interval[1]) if self.interval[1] is not None else 'inf'}]")
-            return fmt(self.value) + iv
-        if self.censored_above is not None:
-            return f"> {fmt(self.censored_above)} (not reached by the final revision)"
-        return f"undefined ({self.undefined})"
-
-
 def _fmt(quantity: str):
-    if quantity in ("t_induction", "t_bos50"):
-        return fmt_tokens
-    if quantity == "F4_recall_point":
-        return lambda x: fmt_pct(x, ".3g")
-    return lambda x: "?" if x is None else f"{x:.3g}x"
+    return fmt_for(quantity)
 
 
 def member_quantities(records: Sequence[MeasurementRecord], total_tokens: float | None = None,
                       spec: Thresholds = SPEC) -> dict[str, GridValue]:
-    """The four quantities of one member's records (:data:`QUANTITIES`), each a :class:`GridValue`."""
+    """The quantities of one member's records (:func:`quantities`), each a :class:`GridValue`."""
     recs = T.by_tokens(records)
     final_tokens = float(recs[-1].tokens_seen)  # type: ignore[arg-type]
     sep = T.induction_bos_separation(recs, spec.induction_min_heads, spec.induction, spec.bos_level, spec.bos)
@@ -131,22 +129,8 @@ def member_quantities(records: Sequence[MeasurementRecord], total_tokens: float 
         return GridValue(m.tokens, m.bracket)
 
     out = {"t_induction": milestone(sep.induction), "t_bos50": milestone(sep.bos)}
-    if sep.induction.point is None:
-        out["F3_ratio"] = GridValue(None, undefined="t_induction never reached")
-    elif sep.bos.point is None:
-        # t_bos50 > final and t_induction <= its point: the ratio exceeds final / t_induction.
-        out["F3_ratio"] = (GridValue(None, censored_above=final_tokens / sep.induction.tokens)
-                           if sep.induction.tokens else GridValue(None, undefined="t_induction at 0 tokens"))
-    elif sep.ratio is None:
-        out["F3_ratio"] = GridValue(None, undefined="t_induction at 0 tokens")
-    else:
-        lo, hi = sep.bounds  # type: ignore[misc]
-        out["F3_ratio"] = GridValue(sep.ratio, (lo, hi if math.isfinite(hi) else None))
-    conv = T.first_recall_at_least(recs, spec.recall_level, spec.induction, total_tokens=total_tokens)
-    if conv.point is None:
-        out["F4_recall_point"] = GridValue(None, undefined="no induction head at the final revision")
-    else:
-        out["F4_recall_point"] = GridValue(conv.fraction_of_total, conv.fraction_bounds)
+    for name, (_, q) in _placed().items():  # each claim's own (F3's ratio, F4's recall point)
+        out[name] = q.value(recs, total_tokens, spec)
     return out
 
 
@@ -164,7 +148,7 @@ class Member:
     @property
     def formed(self) -> bool | None:
         """False when the panel declares formation and it failed (its claims are not judged)."""
-        f = self.verdicts.get(FORMATION)
+        f = gate_verdict(self.verdicts)
         return None if f is None else f.status is not Status.FAILS
 
     @property
@@ -270,7 +254,7 @@ def judge_claim_over(claim: str, members: Sequence[Member], population: str = ""
     declared, declaring = [], []
     for m in members:
         v = m.verdicts.get(claim)
-        if v is None or v.status is Status.NOT_JUDGED or (claim != FORMATION and not m.judged):
+        if v is None or v.status is Status.NOT_JUDGED or (claim not in _gate_names() and not m.judged):
             by["nj"].append(m)
             continue
         if v.declared_deviation is not None:
@@ -364,7 +348,7 @@ def _members_needed(bar: float, alpha: float) -> int:
 
 def _applies(member: Member, quantity: str) -> bool:
     """Whether ``quantity`` is judged for ``member``: not where its claim does not apply (F3 off DCLM)."""
-    claim = QUANTITY_CLAIM.get(quantity)
+    claim = quantity_claim(quantity)
     v = member.verdicts.get(claim) if claim else None
     return v is None or v.status is not Status.NOT_APPLICABLE
 
@@ -440,7 +424,7 @@ class Spread:
     def text(self) -> str:
         if self.low is None or self.median is None:
             if self.not_applicable and not self.values:
-                return f"not judged: {QUANTITY_CLAIM.get(self.quantity, self.quantity)} applies to no member"
+                return f"not judged: {quantity_claim(self.quantity) or self.quantity} applies to no member"
             return "undefined in every member" if self.undefined else "no member"
         fmt = _fmt(self.quantity)
         censored = f" ({len(self.censored)} censored: known only to exceed a bound)" if self.censored else ""
@@ -553,7 +537,7 @@ def place(quantity: str, candidate: Member, reference: Sequence[Member], spec: T
     """``candidate``'s value of ``quantity`` against the reference members' (see :class:`Placement`);
     ``family``: how many quantities the candidate is compared on (:func:`audit` sets it)."""
     fmt = _fmt(quantity)
-    words = QUANTITY_WORDS[quantity]
+    words = quantity_words(quantity)
     alpha = spec.population_outlier_alpha
     value = candidate.quantities[quantity]
     sp = spread(quantity, reference)
@@ -568,8 +552,8 @@ def place(quantity: str, candidate: Member, reference: Sequence[Member], spec: T
 
     if not candidate.judged:
         return result(Status.NOT_JUDGED, f"not judged: {candidate.id} did not form its circuit "
-                                         f"({candidate.verdicts[FORMATION].key})")
-    claim = QUANTITY_CLAIM.get(quantity)
+                                         f"({gate_verdict(candidate.verdicts).key})")  # type: ignore[union-attr]
+    claim = quantity_claim(quantity)
     if not _applies(candidate, quantity):
         return result(Status.NOT_APPLICABLE, f"{words} is not judged: {claim} does not apply to {candidate.id} "
                                              f"({candidate.verdicts[claim].key})")  # type: ignore[index]
@@ -602,7 +586,8 @@ def place(quantity: str, candidate: Member, reference: Sequence[Member], spec: T
                                     f"({below} reference members below, {tied} tied"
                                     + (f", {overlapping} either way (censored)" if overlapping else "")
                                     + f", {above} above); {where}", **kw)
-    later = "later" if quantity in ("t_induction", "t_bos50", "F4_recall_point") else "larger"
+    placed = _placed().get(quantity)
+    later = "later" if placed is None or placed[1].grows_with_time else "larger"
     earlier = "earlier" if later == "later" else "smaller"
     chance = (f"a member of the population lands at least this far out (either side) with probability "
               f"{p_extreme:.3g} (2 of the {n + 1} ranks)" if p_extreme == 2 / (n + 1) else
@@ -624,13 +609,13 @@ def place(quantity: str, candidate: Member, reference: Sequence[Member], spec: T
 
 
 def audit(candidate: Member, reference: Sequence[Member], spec: Thresholds = SPEC) -> dict[str, Placement]:
-    """``candidate`` placed on every quantity: flags grouped by event (:data:`SAME_EVENT`, counted
+    """``candidate`` placed on every quantity: flags grouped by event (:func:`same_event`, counted
     once), each decided with the Bonferroni bound over the quantities compared."""
-    first = {q: place(q, candidate, reference, spec) for q in QUANTITIES}
+    first = {q: place(q, candidate, reference, spec) for q in quantities_of([candidate, *reference])}
     family = sum(p.status not in (Status.NOT_APPLICABLE, Status.NOT_JUDGED) for p in first.values())
     out: dict[str, Placement] = {}
     for q, p in first.items():
-        cause = next((c for c, side in SAME_EVENT.get((q, p.side), ()) if first[c].outlier and first[c].side == side),
+        cause = next((c for c, side in same_event(q, p.side) if first[c].outlier and first[c].side == side),
                      "") if p.outlier else ""
         out[q] = place(q, candidate, reference, spec, family=max(1, family), same_event_as=cause) \
             if p.status not in (Status.NOT_APPLICABLE, Status.NOT_JUDGED) else replace(p, family=max(1, family))
@@ -739,10 +724,11 @@ def population_report(name: str, members: Sequence[Member], spec: Thresholds = S
     """:func:`judge_population` from members already judged."""
     out = PopulationReport(name, list(members))
     ref = out.reference
-    claims = ([FORMATION] if any(FORMATION in m.verdicts for m in ref) else []) + list(CLAIMS)
+    judged = {c for m in ref for c in m.verdicts}
+    claims = [c.name for c in all_claims() if c.name in judged or (not judged and not c.gate)]
     out.claims = {c: judge_claim_over(c, ref, name, spec) for c in claims}
-    out.spreads = {q: spread(q, ref) for q in QUANTITIES}
-    out.loo = {q: leave_one_out(q, ref) for q in QUANTITIES}
+    out.spreads = {q: spread(q, ref) for q in quantities_of(ref)}
+    out.loo = {q: leave_one_out(q, ref) for q in quantities_of(ref)}
     out.placements = {c.id: audit(c, ref, spec) for c in out.candidates}
     return out
 
@@ -764,7 +750,7 @@ def population_table(report: PopulationReport) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["QUANTITIES", "QUANTITY_CLAIM", "SAME_EVENT", "GridValue", "Member", "PopulationClaim", "Extent", "Spread",
+__all__ = ["SCREEN_QUANTITIES", "quantities", "quantities_of", "quantity_claim", "quantity_words", "same_event", "gate_verdict", "GridValue", "Member", "PopulationClaim", "Extent", "Spread",
            "Placement", "LeaveOneOut", "PopulationReport", "member_quantities", "member_of", "member_from_verdicts",
            "judge_member", "judge_claim_over", "spread", "place", "audit", "min_members_to_fail", "leave_one_out", "judge_population",
            "population_report", "population_table"]

@@ -19,12 +19,14 @@ from headwatch.fixtures.panels import PanelModel, populations
 from headwatch.fixtures.provider import Provider
 from headwatch.probes.record import MeasurementRecord
 from headwatch.probes.selectivity import bos_fraction
-from headwatch.spec import CLAIMS, FORMATION, SPEC
+from headwatch.spec import SPEC
 
 from . import trajectory as T
 from .figures import Figure, Trajectory, model_figures, population_figures, trajectory_of
 from .judge import judge_model
 from .population import Member, PopulationReport, member_from_verdicts, population_report
+from .claim import Claim
+from .registry import ClaimError, all_claims, get_claim
 from .sensitivity import SensitivityGrid, sensitivity_grid
 from .verdict import WORDS, DeclaredOutcome, Status, Verdict, check_deviation, declared_outcome
 
@@ -39,15 +41,12 @@ MISSING = "missing"
 CELL_LABEL: dict[str, str] = {**{s.words: WORDS[s].label for s in Status},
                               **{o.value: o.label for o in DeclaredOutcome}, MISSING: "not measured"}
 
-CLAIM_TITLES: dict[str, str] = {
-    FORMATION: "organism formed as declared",
-    "F1": "F1 no BOS head in layers 0-1",
-    "F2": "F2 BOS-fraction shape",
-    "F3": "F3 t_bos50 / t_induction",
-    "F4": "F4 early circuit recall",
-    "F5": "F5 PR before 50x",
-    "causal": "causal ablation",
-}
+def claim_title(name: str) -> str:
+    """A claim's column heading (its registered ``title``; the name itself for one not registered here)."""
+    try:
+        return get_claim(name).title
+    except ClaimError:
+        return name
 
 
 #: Per-model figures of population members are drawn when the report has at most this many models;
@@ -91,6 +90,8 @@ class ModelReport:
     #: The model as a population member (its quantities), when its panel entry is one.
     member: Member | None = None
     figure_error: str | None = None
+    #: The claims the model is judged on (``--claims``; empty: every registered one).
+    claims: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.records and not self.revisions:
@@ -132,16 +133,19 @@ def draws_member_figures(models: Sequence[PanelModel]) -> bool:
     return len(models) <= MEMBER_FIGURES_UP_TO
 
 
-def model_report(pm: PanelModel, provider: Provider, *, figures: bool = False, release: bool = False) -> ModelReport:
+def model_report(pm: PanelModel, provider: Provider, *, figures: bool = False, release: bool = False,
+                 claims: Sequence[Claim] | None = None) -> ModelReport:
     """Records and verdicts of one panel model, its figures when ``figures``; ``release`` drops the
-    records afterwards. A failure to read, judge or draw is kept, not raised."""
-    out = ModelReport(pm.id, pm.repo, pm.panel, [])
+    records afterwards; ``claims``: the claims judged (``--claims``; default every registered one).
+    A failure to read, judge or draw is kept, not raised."""
+    chosen = all_claims() if claims is None else list(claims)
+    out = ModelReport(pm.id, pm.repo, pm.panel, [], claims=() if claims is None else tuple(c.name for c in chosen))
     try:
         out.records, out.missing = provider.cached_records(pm)
         if out.records:
             out.summarize()
-            out.verdicts = judge_model(out.records, pm.expect, pm.total_tokens)
-            out.grid = sensitivity_grid(out.records, pm.expect, pm.total_tokens, verdicts=out.verdicts)
+            out.verdicts = judge_model(out.records, pm.expect, pm.total_tokens, claims=chosen)
+            out.grid = sensitivity_grid(out.records, pm.expect, pm.total_tokens, verdicts=out.verdicts, claims=chosen)
             if pm.member is not None:
                 out.member = member_from_verdicts(pm, out.records, out.verdicts)
     except Exception as e:  # a report about a broken model beats no report
@@ -149,6 +153,9 @@ def model_report(pm: PanelModel, provider: Provider, *, figures: bool = False, r
     if figures and out.records and not out.error:
         try:
             out.figures = model_figures(out.records, out.verdicts, out.id)
+            for c in chosen:  # a claim's own figures, where it declares them
+                if c.figures is not None and c.name in out.verdicts:
+                    out.figures += list(c.figures(out.records, out.verdicts[c.name], out.id))
         except Exception as e:  # a report without a figure beats no report
             out.figure_error = f"figures of {out.id} failed: {type(e).__name__}: {e}"
     if release:
@@ -164,15 +171,19 @@ def cell_status(verdict: Verdict) -> str:
 
 
 def rows_of(reports: Sequence[ModelReport]) -> list[str]:
-    """The verdict rows to show: formation first when any model declares it, then the claims."""
-    return ([FORMATION] if any(FORMATION in r.verdicts for r in reports) else []) + list(CLAIMS)
+    """The verdict rows to show, in the registry's order: a gate (formation) when any model has its
+    verdict, then the claims the models were judged on (``--claims``; every registered one by default)."""
+    judged = {c for r in reports for c in r.verdicts}
+    chosen = {c for r in reports for c in r.claims}
+    return [c.name for c in all_claims()
+            if (c.name in judged if c.gate else (not chosen or c.name in chosen))]
 
 
 def verdict_cell(claim: str, report: ModelReport) -> Cell:
     """The table cell of ``claim`` for one model."""
     v = report.verdicts.get(claim)
     if v is None:
-        if claim == FORMATION and report.verdicts:
+        if report.verdicts and claim in {c.name for c in all_claims() if c.gate}:
             return Cell(NA, "", "the panel declares no formation for this model")
         why = report.error or ("no measurements on disk" if not report.revisions else "not judged")
         return Cell(MISSING, "", why)

@@ -30,10 +30,10 @@ from headwatch.fixtures.cache import probe_code_version
 from headwatch.spec import SPEC
 
 from .figures import Figure
-from .population import QUANTITIES, QUANTITY_WORDS, PopulationReport
+from .population import PopulationReport, quantity_words
 from .report_data import (
-    CELL_LABEL, CLAIM_TITLES, CONSISTENT, FAILS, HOLDS, MEMBER_FIGURES_UP_TO, MISMATCH, MISSING, NA, NOT_ESTABLISHED,
-    NOT_JUDGED, VACUOUS, XFAIL, XPASS, ModelReport, rows_of, verdict_cell,
+    CELL_LABEL, CONSISTENT, FAILS, HOLDS, MEMBER_FIGURES_UP_TO, MISMATCH, MISSING, NA, NOT_ESTABLISHED,
+    NOT_JUDGED, VACUOUS, XFAIL, XPASS, ModelReport, claim_title, rows_of, verdict_cell,
 )
 from .verdict import WORDS, Status
 
@@ -42,7 +42,7 @@ STATUS_STYLE = {
     HOLDS: ("#e3f5e1", "#17631b"), VACUOUS: ("#eef5ed", "#4d7a50"), CONSISTENT: ("#fbf6dc", "#6b5d00"),
     NOT_ESTABLISHED: ("#f4f0e4", "#6b5d00"), FAILS: ("#fde2e1", "#a8140e"), XFAIL: ("#fff2d6", "#8a5a00"),
     XPASS: ("#fde2e1", "#a8140e"), MISMATCH: ("#fde2e1", "#a8140e"), NA: ("#f1f1f1", "#555"),
-    NOT_JUDGED: ("#ececf6", "#3b3b8a"), MISSING: ("#f1f1f1", "#a8140e"),
+    NOT_JUDGED: ("#ececf6", "#3b3b8a"), MISSING: ("#f1f1f1", "#a8140e"), Status.CRASHED.words: ("#fde2e1", "#a8140e"),
 }
 #: The report's label of each cell status (claims/verdict.py's vocabulary).
 STATUS_LABEL = CELL_LABEL
@@ -96,7 +96,7 @@ def _status_cell(model: str, claim: str, report: ModelReport, tests: str | None,
     tests_html = ""
     if tests:
         tests_html = f'<span class="tests{" mismatch" if mismatch else ""}">tests: {escape(tests)}</span>'
-    return (f'<td class="cell" data-model="{escape(model, quote=True)}" data-claim="{claim}" '
+    return (f'<td class="cell" data-model="{escape(model, quote=True)}" data-claim="{escape(claim, quote=True)}" '
             f'data-status="{escape(c.status, quote=True)}" style="background:{bg}" title="{title}">'
             f'<span class="st" style="color:{fg}">{escape(STATUS_LABEL[c.status])}</span>'
             f'<span class="key">{escape(c.key) or "&nbsp;"}</span>{tests_html}</td>')
@@ -108,7 +108,7 @@ def verdict_table(reports: Sequence[ModelReport], tests: Mapping[tuple[str, str]
     claim tests' outcome line."""
     tests, mismatches = tests or {}, mismatches or {}
     claims = rows_of(reports)
-    head = "".join(f"<th>{escape(CLAIM_TITLES[c])}</th>" for c in claims)
+    head = "".join(f"<th>{escape(claim_title(c))}</th>" for c in claims)
     rows = []
     for r in reports:
         cells = "".join(_status_cell(r.id, c, r, tests.get((c, r.id)), mismatches.get((c, r.id), False)) for c in claims)
@@ -152,7 +152,7 @@ def model_section(report: ModelReport, figures: Sequence[Figure], open_: bool = 
                      "measure them.</p>")
     if report.verdicts:
         rows = "".join(
-            f'<tr><th>{escape(CLAIM_TITLES[c])}</th><td style="color:{STATUS_STYLE[verdict_cell(c, report).status][1]};'
+            f'<tr><th>{escape(claim_title(c))}</th><td style="color:{STATUS_STYLE[verdict_cell(c, report).status][1]};'
             f'font-weight:bold">{escape(STATUS_LABEL[verdict_cell(c, report).status])}</td>'
             f'<td class="msg">{escape(verdict_cell(c, report).message)}</td></tr>'
             for c in rows_of([report]))
@@ -286,7 +286,7 @@ def fragment(reports: Sequence[ModelReport], figures: Mapping[str, Sequence[Figu
         parts.append(populations_table(populations))
     if alone:
         parts.append(verdict_table(alone, tests, mismatches))
-    if any("\u2020" in verdict_cell("causal", r).key for r in reports):
+    if any("\u2020" in v.key for r in reports for v in r.verdicts.values()):
         parts.append("<p>\u2020 the matched-random control of these records is matched to another head set than the "
                      "induction circuit (see the model's causal message below), so it compares unlike groups.</p>")
     if controls:
@@ -338,7 +338,7 @@ def _candidates_cell(report: PopulationReport) -> str:
 def populations_table(pops: Sequence[PopulationReport]) -> str:
     """Population x claim: each claim over the reference members (k of n), and the candidates."""
     claims = list(dict.fromkeys(c for p in pops for c in p.claims))
-    head = "".join(f"<th>{escape(CLAIM_TITLES.get(c, c))}</th>" for c in claims)
+    head = "".join(f"<th>{escape(claim_title(c))}</th>" for c in claims)
     rows = []
     for p in pops:
         cells = "".join(_pop_cell(p.claims[c].status, p.claims[c].key, p.claims[c].message, c, p.name)
@@ -358,7 +358,7 @@ def population_grid(report: PopulationReport, reports: Mapping[str, ModelReport]
     claim over the reference members (k of n with its one-sided exact bounds)."""
     reports, tests, mismatches = reports or {}, tests or {}, mismatches or {}
     claims = list(report.claims)
-    head = "".join(f"<th>{escape(CLAIM_TITLES.get(c, c))}</th>" for c in claims)
+    head = "".join(f"<th>{escape(claim_title(c))}</th>" for c in claims)
     rows = []
     for m in report.reference + report.candidates:
         tag = " <span style='color:#d62728;font-weight:bold'>candidate</span>" if m.role == "candidate" else ""
@@ -390,13 +390,13 @@ def population_spread_table(report: PopulationReport) -> str:
     """Quantities as columns, members as rows: each member's value, then the spread over the reference
     members and leave-one-out."""
     members = report.reference + report.candidates
-    head = "".join(f"<th>{escape(QUANTITY_WORDS[q])}</th>" for q in QUANTITIES)
+    head = "".join(f"<th>{escape(quantity_words(q))}</th>" for q in report.spreads)
     rows = []
     for m in members:
-        vals = "".join(f"<td class='nowrap'>{escape(_member_value(report, m, q))}</td>" for q in QUANTITIES)
+        vals = "".join(f"<td class='nowrap'>{escape(_member_value(report, m, q))}</td>" for q in report.spreads)
         rows.append(f"<tr><th class='nowrap'>{escape(m.id)}{' (candidate)' if m.role == 'candidate' else ''}</th>{vals}</tr>")
-    spread = "".join(f"<td>{escape(report.spreads[q].text())}</td>" for q in QUANTITIES)
-    loo = "".join(f"<td>{escape(report.loo[q].text())}</td>" for q in QUANTITIES)
+    spread = "".join(f"<td>{escape(report.spreads[q].text())}</td>" for q in report.spreads)
+    loo = "".join(f"<td>{escape(report.loo[q].text())}</td>" for q in report.spreads)
     return ("<h3>Each quantity per member (value on the revision grid: (last revision before, first at]; a milestone not "
             "reached by the final revision is a bound, ranked as an interval)</h3>"
             f"<table class='hw' data-quantities='{escape(report.name, quote=True)}'><tr><th>member</th>{head}</tr>"

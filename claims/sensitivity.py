@@ -8,14 +8,16 @@ claim is "robust" when its status is the same at every setting. Reported, never 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from headwatch.formatting import fmt_share
 from headwatch.probes.record import MeasurementRecord
 from headwatch.spec import SPEC, Expectations, Thresholds
 
-from .judge import judge_causal, judge_f1, judge_f2, judge_f3, judge_f4, judge_f5, judge_model
+from .claim import Claim
+from .judge import judge_claim, judge_model
+from .registry import all_claims
 from .trajectory import by_tokens
 from .verdict import Status, Verdict
 
@@ -53,51 +55,43 @@ class SensitivityGrid:
     robust: Mapping[str, bool]
 
 
-#: The claims whose verdict reads each knob (the grid re-judges only those; the rest of a row is
-#: SPEC's: tests/test_report.py checks every row against a whole re-judge). A 154-revision grid
-#: re-judged whole at every row was most of a population report's time (issue 33).
-READS: dict[str, tuple[str, ...]] = {
-    "bos": ("F1", "F2", "F3"),
-    "induction": ("F3", "F4", "F5", "causal"),
-    "step_share": ("F2",),
-    "recall_level": ("F4",),
-}
-#: Formation reads these too: with formation declared, their rows are judged whole.
-FORMATION_READS = ("bos", "induction")
-
-
-def _judge_one(claim: str, records: Sequence[MeasurementRecord], expect: Expectations, total_tokens: float | None,
-               spec: Thresholds) -> Verdict:
-    return {
-        "F1": lambda: judge_f1(records, spec), "F2": lambda: judge_f2(records, expect, spec),
-        "F3": lambda: judge_f3(records, expect, spec), "F4": lambda: judge_f4(records, expect, total_tokens, spec),
-        "F5": lambda: judge_f5(records, spec), "causal": lambda: judge_causal(records, expect, spec),
-    }[claim]()
+def reads(knob: str, claims: Sequence[Claim]) -> list[Claim]:
+    """The claims whose verdict reads ``knob`` (each claim's ``reads``): the grid re-judges only those;
+    the rest of a row is SPEC's (tests/test_report.py checks every row against a whole re-judge). A
+    154-revision grid re-judged whole at every row was most of a population report's time (issue 33)."""
+    return [c for c in claims if knob in c.reads]
 
 
 def sensitivity_grid(records: Sequence[MeasurementRecord], expect: Expectations = Expectations(),
                      total_tokens: float | None = None, spec: Thresholds = SPEC,
-                     verdicts: Mapping[str, Verdict] | None = None) -> SensitivityGrid:
+                     verdicts: Mapping[str, Verdict] | None = None,
+                     claims: Sequence[Claim] | None = None) -> SensitivityGrid:
     """Re-judge every verdict (formation too, where declared) across the grid; ``verdicts``: the
-    judge's at ``spec`` already (its row is not judged again)."""
+    judge's at ``spec`` already (its row is not judged again); ``claims``: the claims judged (default:
+    every registered one, or those ``verdicts`` holds)."""
+    if claims is None:
+        claims = [c for c in all_claims() if verdicts is None or c.name in verdicts]
+
     def statuses(s: Thresholds) -> dict[str, str]:
-        return {claim: v.status.value for claim, v in judge_model(records, expect, total_tokens, s).items()}
+        return {claim: v.status.value for claim, v in judge_model(records, expect, total_tokens, s, claims).items()}
 
     base = {c: v.status.value for c, v in verdicts.items()} if verdicts is not None else statuses(spec)
     rows = [GridSetting(None, None, base)]
     recs = by_tokens(records)
+    gates = [c for c in claims if c.gate and c.applies_to(expect)]
     for knob, _, grid in KNOBS:
         for value in getattr(spec, grid):
             if value == getattr(spec, knob):
                 continue  # SPEC's own value is the first row
             s = dataclasses.replace(spec, **{knob: value})
-            if expect.formation is not None and knob in FORMATION_READS:
+            if any(knob in g.reads for g in gates):  # a gate reads it: whether the others are judged may change
                 rows.append(GridSetting(knob, value, statuses(s)))
                 continue
             row = dict(base)
-            if base.get("formation") != Status.FAILS.value:  # a model that did not form: every claim not judged
-                for claim in READS[knob]:
-                    row[claim] = _judge_one(claim, recs, expect, total_tokens, s).status.value
+            if not any(base.get(g.name) == Status.FAILS.value for g in gates):  # did not form: every claim not judged
+                for claim in reads(knob, claims):
+                    if claim.name in row and not claim.gate:
+                        row[claim.name] = judge_claim(claim, recs, expect, total_tokens, s).status.value
             rows.append(GridSetting(knob, value, row))
     claims = list(rows[0].statuses)
     robust = {c: len({r.statuses.get(c) for r in rows}) == 1 for c in claims}

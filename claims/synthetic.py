@@ -2,13 +2,14 @@
 
 :func:`planted_trajectory` builds a model's records from a few declarative knobs (BOS fraction per
 revision, induction heads per revision, PR per head, ablation top-1s). :func:`healthy` is a
-trajectory on which every claim holds; :data:`NEGATIVE_CONTROLS` are variants of it on which one
-claim is false, each with the expectations it is judged against. Nothing here comes from the paper's
+trajectory on which every claim holds; each claim's negative controls (its ``negative_controls``,
+defined with the claim in :mod:`headwatch.claims.builtin`) are variants of it on which that claim is
+false, each with the expectations it is judged against. Nothing here comes from the paper's
 data: the numbers are chosen only to sit clearly on one side of each claim's threshold.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -147,61 +148,8 @@ def healthy(**overrides: Any) -> list[MeasurementRecord]:
     return planted_trajectory(**{**HEALTHY, **overrides})
 
 
-@dataclass(frozen=True)
-class NegativeControl:
-    """A planted trajectory on which ``claim`` is false, judged with ``expect``."""
-
-    name: str
-    claim: str
-    what: str
-    build: Callable[[], list[MeasurementRecord]]
-    expect: Expectations = HEALTHY_EXPECT
-
-    def records(self) -> list[MeasurementRecord]:
-        return self.build()
-
-
-NEGATIVE_CONTROLS: dict[str, NegativeControl] = {
-    c.name: c
-    for c in (
-        NegativeControl("bos_head_in_layer_0", "F1", "a BOS head in layer 0 at step2",
-                        lambda: healthy(extra_bos={2: ("L0_H1",)})),
-        NegativeControl("bos_head_in_layer_1_final", "F1", "a BOS head in layer 1 at the final revision",
-                        lambda: healthy(extra_bos={6: ("L1_H3",)})),
-        NegativeControl("step_for_declared_ramp", "F2", "a step-shaped BOS curve for a model declared ramp",
-                        lambda: healthy(bos_fractions=(0.0, 0.0, 0.0, 0.0625, 0.625, 0.6875, 0.75))),
-        NegativeControl("ramp_for_declared_step", "F2", "a ramp BOS curve for a model declared step",
-                        lambda: healthy(), expect=Expectations(bos_shape="step", dclm=True)),
-        NegativeControl("bos_before_induction", "F3", "BOS fraction >= 50% before 3 induction heads form",
-                        lambda: healthy(bos_fractions=(0.0, 0.5, 0.5625, 0.625, 0.6875, 0.75, 0.75),
-                                        induction_sets=((), (), (), (A, B, C), (A, B, C), (A, B, C), (A, B, C)))),
-        NegativeControl("bos_soon_after_induction", "F3",
-                        "BOS fraction reaches 50% one revision after 3 induction heads form (2e10 vs 1e10): "
-                        "the grid bounds the ratio below 2e10 / 3e9 = 6.7",
-                        lambda: healthy(bos_fractions=(0.0, 0.0625, 0.125, 0.1875, 0.5, 0.5625, 0.75),
-                                        induction_sets=((), (), (), (A, B, C), (A, B, C), (A, B, C), (A, B, C)))),
-        NegativeControl("circuit_only_at_end", "F4", "the final circuit is found only at the final revision",
-                        lambda: healthy(induction_sets=((), (D,), (D,), (D,), (D,), (D,), (A, B, C)))),
-        NegativeControl("pr_rises_after_crossing", "F5", "head C crosses 50x at step5 but its PR rises at step6",
-                        lambda: healthy(pr={**HEALTHY["pr"], C: (PR_LOW,) * 6 + (PR_HIGH,)})),
-        NegativeControl("pr_never_elevated", "F5", "head A crosses 50x but its PR is never elevated",
-                        lambda: healthy(pr={**HEALTHY["pr"], A: (PR_LOW,) * 7})),
-        NegativeControl("ablation_no_worse_than_random", "causal",
-                        "ablating the circuit hurts top-1 no more than the matched-random control",
-                        lambda: healthy(ablations=Ablations(baseline=0.05, circuit=0.01, random=0.005))),
-        NegativeControl("ablation_barely_hurts", "causal", "ablating the circuit leaves 60% of baseline top-1",
-                        lambda: healthy(ablations=Ablations(baseline=0.05, circuit=0.03, random=0.045))),
-    )
-}
-
-
 def bos_never_forms() -> list[MeasurementRecord]:
     """A DCLM trajectory whose BOS fraction never reaches 50% (37.5% at the last revision, 1e12),
     with 3 induction heads from 1e9 on: t_bos50 is right-censored after 1e12, so the ratio is in
     (1e12 / 1e9, inf) = (1000, inf): F3 is established, not failed (issue 25)."""
     return healthy(bos_fractions=(0.0, 0.0625, 0.125, 0.1875, 0.25, 0.3125, 0.375))
-
-
-def controls_for(claim: str) -> list[NegativeControl]:
-    """The negative controls of one claim."""
-    return [c for c in NEGATIVE_CONTROLS.values() if c.claim == claim]

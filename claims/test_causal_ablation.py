@@ -17,7 +17,8 @@ import pytest
 
 from headwatch.claims.check import check_verdict, report
 from headwatch.claims.judge import judge_causal
-from headwatch.claims.synthetic import Ablations, controls_for, healthy
+from headwatch.claims.registry import controls_for
+from headwatch.claims.synthetic import Ablations, healthy
 from headwatch.claims.verdict import Status
 from headwatch.probes.record import ProbeSettings
 from headwatch.spec import Expectations, PaperTop1

@@ -8,7 +8,8 @@ import pytest
 
 from headwatch.claims.check import check_verdict
 from headwatch.claims.judge import judge_f1, judge_f1_revision
-from headwatch.claims.synthetic import controls_for, healthy
+from headwatch.claims.registry import controls_for
+from headwatch.claims.synthetic import healthy
 from headwatch.claims.verdict import Status
 
 

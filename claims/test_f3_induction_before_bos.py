@@ -14,7 +14,8 @@ import pytest
 
 from headwatch.claims.check import check_verdict, report
 from headwatch.claims.judge import judge_f3
-from headwatch.claims.synthetic import A, B, C, bos_never_forms, controls_for, healthy
+from headwatch.claims.registry import controls_for
+from headwatch.claims.synthetic import A, B, C, bos_never_forms, healthy
 from headwatch.claims.verdict import Status
 from headwatch.spec import Expectations
 

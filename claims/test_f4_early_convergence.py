@@ -11,7 +11,7 @@ import pytest
 
 from headwatch.claims.check import check_verdict, report
 from headwatch.claims.judge import judge_f4
-from headwatch.claims.synthetic import controls_for
+from headwatch.claims.registry import controls_for
 from headwatch.claims.verdict import Status
 
 

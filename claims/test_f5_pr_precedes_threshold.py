@@ -14,7 +14,8 @@ import pytest
 
 from headwatch.claims.check import check_verdict, report
 from headwatch.claims.judge import judge_f5
-from headwatch.claims.synthetic import A, B, C, PR_HIGH, controls_for, healthy
+from headwatch.claims.registry import controls_for
+from headwatch.claims.synthetic import A, B, C, PR_HIGH, healthy
 from headwatch.claims.verdict import Status
 
 

@@ -17,9 +17,10 @@ import pytest
 
 from headwatch.claims.check import report
 from headwatch.claims.judge import judge_formation, judge_model
-from headwatch.claims.synthetic import A, B, C, D, FORMATION_EXPECT, Ablations, healthy
+from headwatch.claims.registry import all_claims, controls_for
+from headwatch.claims.synthetic import A, B, C, D, FORMATION_EXPECT, healthy
 from headwatch.claims.verdict import Status
-from headwatch.spec import CLAIMS, Formation, FormationWindow
+from headwatch.spec import Formation, FormationWindow
 
 #: The plugin runs this module's model tests only for models whose panel declares formation.
 headwatch_models = ("declares [models.expect.formation]", lambda m: m.expect.formation is not None)
@@ -34,27 +35,23 @@ def test_organism_formed_as_declared(record_property, model_entry, model_records
 # ---- negative controls ------------------------------------------------------------------------
 
 NEVER = ((),) * 7
-CONTROLS = {
-    "never_forms": (dict(induction_sets=NEVER), "0 heads"),
-    "forms_too_late": (dict(induction_sets=((),) * 6 + ((A, B, C),)), "t_induction step6"),
-    "formed_at_step0": (dict(induction_sets=((A, B, C),) * 7), "already at the first revision"),
-    "copies_badly": (dict(ablations=Ablations(baseline=0.01, circuit=0.001, random=0.009)), "top-1 0.01"),
-}
+#: What each of formation's negative controls (claims/builtin/formation.py) must show in its message.
+SHOWN = {"never_forms": "0 heads", "forms_too_late": "t_induction step6", "formed_at_step0": "already at the first revision",
+         "copies_badly": "top-1 0.01"}
 
 
-@pytest.mark.parametrize("name", sorted(CONTROLS))
-def test_negative_control_formation_fails(name):
-    overrides, shown = CONTROLS[name]
-    verdict = judge_formation(healthy(**overrides), FORMATION_EXPECT)
-    assert verdict.status is Status.FAILS, f"{name}: formation judged to hold ({verdict.message})"
-    assert verdict.message.startswith("did not form as declared") and shown in verdict.message, verdict.message
+@pytest.mark.parametrize("control", controls_for("formation"), ids=lambda c: c.name)
+def test_negative_control_formation_fails(control):
+    verdict = judge_formation(control.records(), control.expect)
+    assert verdict.status is Status.FAILS, f"{control.name}: formation judged to hold ({verdict.message})"
+    assert verdict.message.startswith("did not form as declared") and SHOWN[control.name] in verdict.message, verdict.message
 
 
 def test_negative_control_claims_on_an_organism_that_did_not_form_are_not_judged():
     """Every claim is "not judged" (never a pass) when formation fails, and keeps its measurement."""
     verdicts = judge_model(healthy(induction_sets=NEVER), FORMATION_EXPECT)
     assert verdicts["formation"].status is Status.FAILS
-    for claim in CLAIMS:
+    for claim in (c.name for c in all_claims() if not c.gate):
         v = verdicts[claim]
         assert v.status is Status.NOT_JUDGED and v.holds is None, (claim, v.status)
         assert v.message.startswith("not judged: organism did not form: did not form as declared: 0 heads")

@@ -19,12 +19,27 @@ from __future__ import annotations
 import pytest
 
 from headwatch.claims.check import PYTEST_OUTCOME, check_population_claim, report
-from headwatch.claims.population import QUANTITIES, audit, judge_claim_over, judge_population, population_report
+from headwatch.claims.population import audit, judge_claim_over, judge_population, population_report, quantities
+from headwatch.claims.builtin.f1_zero_bos_floor import NAME as F1
+from headwatch.claims.builtin.formation import NAME as FORMATION
+from headwatch.claims.registry import all_claims
 from headwatch.claims.synthetic_population import (
     F1_DEFECT, FORMATION_EXPECT, MANY_SIBLING_ONSETS, NEVER_FORMS, SIBLING_ONSETS, planted_population,
 )
 from headwatch.claims.verdict import Status
-from headwatch.spec import CLAIMS
+
+
+#: The quantities a candidate is placed on with the built-in claims alone (the planted cases' family).
+BUILT_IN_QUANTITIES = ("t_induction", "t_bos50", "F3_ratio", "F4_recall_point")
+
+
+def only_the_built_in_quantities() -> None:
+    """Skip a planted case computed for the built-in quantities' Bonferroni family where a researcher's
+    registered claim adds a quantity of its own to it (the family, and so the numbers, differ)."""
+    extra = [q for q in quantities() if q not in BUILT_IN_QUANTITIES]
+    if extra:
+        pytest.skip(f"a registered claim adds {', '.join(extra)} to the quantities compared; this planted case is "
+                    f"computed for the built-in {len(BUILT_IN_QUANTITIES)}")
 
 
 @pytest.fixture(scope="session")
@@ -33,14 +48,14 @@ def judged_population(population, population_records):
     return judge_population(population, population_records)
 
 
-@pytest.mark.parametrize("claim", CLAIMS)
+@pytest.mark.parametrize("claim", [c.name for c in all_claims() if not c.gate])  # a researcher's too
 def test_claim_across_population(request, record_property, population, judged_population, claim):
     verdict = judged_population.claims[claim]
     report(record_property, f"population_{claim}", verdict.to_dict())
     check_population_claim(request, population.id, verdict)
 
 
-@pytest.mark.parametrize("quantity", QUANTITIES)
+@pytest.mark.parametrize("quantity", quantities())
 def test_candidate_within_population(record_property, population, candidate, judged_population, quantity):
     placement = judged_population.placements[candidate.id][quantity]
     report(record_property, f"placement_{quantity}", placement.to_dict())
@@ -56,7 +71,7 @@ def test_candidate_within_population(record_property, population, candidate, jud
 def test_negative_control_claim_failing_in_every_member_fails():
     """F1 fails in 5 of 5 planted members: the data exclude "it holds in most" (P(0 of 5 | 0.5) = 1/32)."""
     members = planted_population(SIBLING_ONSETS, defects={i: F1_DEFECT for i in range(5)})
-    verdict = judge_claim_over("F1", members, "planted")
+    verdict = judge_claim_over(F1, members, "planted")
     assert verdict.status is Status.FAILS, verdict.message
     assert (verdict.k, verdict.n) == (0, 5) and verdict.fails == ("seed0", "seed1", "seed2", "seed3", "seed4")
     assert "the data exclude it: 0 of 5 gives p = 0.0312 < 0.05" in verdict.message
@@ -66,6 +81,7 @@ def test_negative_control_candidate_beyond_160_siblings_fails_once():
     """160 siblings form at 1e9-3e9 tokens, the candidate at 1e11: beyond every one on t_induction,
     2 / 161 x 4 quantities = 0.0497 < 0.05: it fails there, and the F3 ratio and F4 recall point it
     moves are the same event (flagged, counted once)."""
+    only_the_built_in_quantities()
     members = planted_population(MANY_SIBLING_ONSETS + (5,), candidates=(160,))
     places = audit(members[-1], members[:-1])
     t = places["t_induction"]
@@ -74,7 +90,7 @@ def test_negative_control_candidate_beyond_160_siblings_fails_once():
     assert t.message.startswith("outlier (fails): seed160's t_induction is 100B (20B, 100B], later than every one of the 160 ")
     assert t.message.endswith("(2 of the 161 ranks) x 4 quantities compared = 0.0497 < alpha 0.05: it does not belong with them")
     assert [places[q].same_event_as for q in ("F3_ratio", "F4_recall_point")] == ["t_induction", "t_induction"]
-    assert [places[q].status for q in QUANTITIES] == [Status.FAILS, Status.HOLDS, Status.CONSISTENT_NOT_ESTABLISHED,
+    assert [places[q].status for q in quantities()] == [Status.FAILS, Status.HOLDS, Status.CONSISTENT_NOT_ESTABLISHED,
                                                       Status.CONSISTENT_NOT_ESTABLISHED]
 
 
@@ -82,10 +98,10 @@ def test_negative_control_member_that_did_not_form_is_not_judged_never_a_pass():
     """seed2 never forms: every claim leaves it out as "not judged"; it is not among the holds."""
     members = planted_population(SIBLING_ONSETS, defects={2: NEVER_FORMS}, expect=FORMATION_EXPECT)
     judged = population_report("planted", members)
-    for claim in CLAIMS:
+    for claim in (c.name for c in all_claims() if not c.gate):
         v = judged.claims[claim]
         assert "seed2" in v.not_judged and "seed2" not in v.holds and v.n <= 4, (claim, v.message)
-    assert judged.claims["formation"].fails == ("seed2",)
+    assert judged.claims[FORMATION].fails == ("seed2",)
     assert "seed2" not in judged.spreads["t_induction"].values
 
 
@@ -100,6 +116,7 @@ def test_candidate_inside_its_siblings_passes():
 
 def test_candidate_beyond_five_siblings_is_a_flag_not_a_failure():
     """The same late candidate against 5 siblings: rank 6 of 6, p = 2/6 (x 4 quantities: 1): a flag."""
+    only_the_built_in_quantities()
     members = planted_population(SIBLING_ONSETS + (5,), candidates=(5,))
     p = audit(members[-1], members[:-1])["t_induction"]
     assert p.outlier and p.status is Status.CONSISTENT_NOT_ESTABLISHED and p.flag == "outlier (flag)", p.message
@@ -108,8 +125,8 @@ def test_candidate_beyond_five_siblings_is_a_flag_not_a_failure():
 
 def test_all_of_five_establish_a_claim_and_four_do_not():
     """One-sided: 5 of 5 gives P(5 of 5 | 0.5) = 1/32 < 0.05, established; 4 of 4 (1/16) is not."""
-    five = judge_claim_over("F1", planted_population(SIBLING_ONSETS))
-    four = judge_claim_over("F1", planted_population(SIBLING_ONSETS[:4]))
+    five = judge_claim_over(F1, planted_population(SIBLING_ONSETS))
+    four = judge_claim_over(F1, planted_population(SIBLING_ONSETS[:4]))
     assert five.status is Status.HOLDS and five.p_holds == pytest.approx(1 / 32), five.message
     assert four.status is Status.CONSISTENT_NOT_ESTABLISHED and "4 members cannot establish it even if all hold: " \
         "5 would" in four.message, four.message

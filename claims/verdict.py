@@ -1,8 +1,8 @@
 """A claim's verdict as a typed value with one JSON form (``to_dict`` / ``from_dict``).
 
 The judge (:mod:`headwatch.claims.judge`) makes them; the claim tests, ``headwatch judge --json``,
-the figures and the report read them. ``details`` is one dataclass per claim (:data:`DETAILS`),
-whose field names are the JSON keys.
+the figures and the report read them. ``details`` is one dataclass per claim (:data:`DETAILS`, filled
+from each registered claim's ``details``), whose field names are the JSON keys.
 
 The vocabulary (:class:`Status`), shared by judge, tests, ``headwatch judge --json`` and report,
 with every word it is shown in (:data:`WORDS`: the one place; README and docs/statistics.md show it):
@@ -21,6 +21,8 @@ with every word it is shown in (:data:`WORDS`: the one place; README and docs/st
   head at the final revision, a control the panel says does not exist).
 - ``not_judged``: the subject did not form (a model organism without its circuit): claims are
   not judged.
+- ``crashed``: the claim's judge raised (a bug in that claim, not a finding); the other claims of
+  the model are judged all the same.
 
 How a status becomes a pytest outcome is decided in one place:
 :data:`headwatch.claims.check.PYTEST_OUTCOME`. :func:`check_deviation` decides whether a
@@ -48,6 +50,7 @@ class Status(str, enum.Enum):
     FAILS = "fails"
     NOT_APPLICABLE = "not_applicable"
     NOT_JUDGED = "not_judged"
+    CRASHED = "crashed"
 
     @classmethod
     def of(cls, holds: bool | None) -> "Status":
@@ -97,6 +100,9 @@ WORDS: dict[Status, Words] = {
                                  "a control the panel says does not exist)"),
     Status.NOT_JUDGED: Words("not judged", "not judged (did not form)", "not judged",
                              "an organism did not form its circuit (`[models.expect.formation]`)"),
+    Status.CRASHED: Words("crashed", "CRASHED (its judge raised)", "crashed",
+                          "the claim's judge raised an exception: a bug in the claim, not a finding (the message "
+                          "gives it; the other claims are judged all the same)"),
 }
 #: Each status in words (README's vocabulary).
 STATUS_WORDS: dict[Status, str] = {s: w.words for s, w in WORDS.items()}
@@ -417,11 +423,17 @@ class FormationDetails:
     unmet: tuple[str, ...] = ()
 
 
-#: The details type of each claim.
-DETAILS: dict[str, type] = {
-    "F1": F1Details, "F2": F2Details, "F3": F3Details, "F4": F4Details, "F5": F5Details, "causal": CausalDetails,
-    "formation": FormationDetails,
-}
+#: The details type of each registered claim (None: a plain mapping), filled by
+#: :func:`headwatch.claims.registry.register_claim` from each claim's ``details``.
+DETAILS: dict[str, type | None] = {}
+
+
+@dataclass(frozen=True)
+class CrashDetails:
+    """A claim whose judge raised: the exception's type and message (its traceback goes to the log)."""
+
+    error: str
+    message: str
 
 
 @dataclass(frozen=True)
@@ -469,8 +481,10 @@ class Verdict:
         verdict = from_data(cls, d, where)
         if verdict.claim not in DETAILS:
             raise InputError(f"{where}.claim: {verdict.claim!r} is not one of {', '.join(DETAILS)}")
-        return dataclasses.replace(verdict, details=from_data(DETAILS[verdict.claim], verdict.details,
-                                                              f"{where}.details"))
+        tp = CrashDetails if verdict.status is Status.CRASHED else DETAILS[verdict.claim]
+        if tp is None:  # a claim whose details are a plain mapping
+            return verdict
+        return dataclasses.replace(verdict, details=from_data(tp, verdict.details, f"{where}.details"))
 
 
 # ---- declared deviations ---------------------------------------------------------------------------

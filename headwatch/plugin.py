@@ -53,7 +53,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +93,10 @@ class HeadwatchSession:
     chosen: Any
     #: the organisms the collected tests need were asked for (once per session, on the process with the terminal)
     organisms_asked: bool = False
+    #: the claims judged (headwatch.claims.claim.Claim, the registry's order): --claims, else every registered one
+    claims: list[Any] = field(default_factory=list)
+    #: --claims was given (the claim tests of the others are deselected)
+    claims_chosen: bool = False
 
     @property
     def options(self):  # ProviderOptions
@@ -123,7 +127,8 @@ class HeadwatchSession:
 
 #: The selection options pytest takes (headwatch.selection.OPTIONS: the CLI's flags, meaning the same).
 SELECTION_OPTIONS = ("panel", "models", "revisions", "seeds", "device", "dtype", "n_examples", "cache_dir",
-                     "hub_cache_dir", "organisms_cache_dir", "reference_dir", "refresh", "train", "offline")
+                     "hub_cache_dir", "organisms_cache_dir", "reference_dir", "refresh", "train", "offline",
+                     *selection.CLAIM_OPTIONS)
 #: headwatch's options live under this prefix in pytest's namespace (``config.getoption("headwatch_panel")``).
 DEST = "headwatch_"
 
@@ -229,15 +234,25 @@ def _setup(config: pytest.Config) -> HeadwatchSession:
         since = time.time() if refresh else None
     try:
         choices = selection.read_choices(_get(config))
+        claims = _load_claims(choices)  # before the panels: their xfail keys may name a researcher's claim
         chosen = selection.select(choices, resolve=False, refresh_since=since)
         chosen.check_measuring()
     except InputError as e:
         raise pytest.UsageError(str(e)) from None
-    s = HeadwatchSession(chosen)
+    s = HeadwatchSession(chosen, claims=claims, claims_chosen=bool(choices.claims))
     config.stash[_STATE] = s
     if not any(m.revision_query for m in chosen.models):
         select_revisions(config)  # cheap here: bad --revisions fail as usage errors, before collection
     return s
+
+
+def _load_claims(choices: Any) -> list[Any]:
+    """The claims this session judges: the registry's (built-ins, a conftest.py's, installed entry
+    points', ``--claims-module``'s), narrowed by ``--claims``."""
+    from headwatch.claims.registry import load, select_claims  # deferred: the claims import numpy and scipy
+
+    load(choices.claims_module)
+    return select_claims(choices.claims)
 
 
 def select_revisions(config: pytest.Config) -> list[Any]:
@@ -300,6 +315,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if ours and {"population", "candidate"} & set(names):
         _parametrize_populations(metafunc)
         return
+    if ours and "registered_claim" in names:
+        _parametrize_claims(metafunc)
+        return
     if not ({"model_entry", "revision"} & set(names)) or not ours:
         return  # someone else's test (or a copy of a claim module elsewhere): not ours to parametrise
     models = select_revisions(metafunc.config)
@@ -322,6 +340,33 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     else:
         params = [pytest.param(m, id=m.id, marks=pytest.mark.xdist_group(m.id)) for m in models]
         metafunc.parametrize("model_entry", params, scope="session")
+
+
+def _parametrize_claims(metafunc: pytest.Metafunc) -> None:
+    """The generic claim tests (claims/test_registered_claims.py) over every selected claim that has no
+    test module of its own (a researcher's): one per (claim, model), per (claim, model, revision) where
+    the claim judges a revision, and per (claim, negative control); ids ``claim-model[@revision]`` and
+    ``claim-control``."""
+    names = metafunc.fixturenames
+    claims = [c for c in state(metafunc.config).claims if not c.test_module]
+    if "negative_control" in names:
+        argnames: tuple[str, ...] = ("registered_claim", "negative_control")
+        params = [pytest.param(c, n, id=f"{c.name}-{n.name}") for c in claims for n in c.negative_controls]
+    elif "revision" in names:
+        argnames = ("registered_claim", "model_entry", "revision")
+        params = [pytest.param(c, m, r, id=f"{c.name}-{m.id}@{r}", marks=pytest.mark.xdist_group(m.id))
+                  for c in claims if c.judge_revision is not None for m in select_revisions(metafunc.config)
+                  for r in m.sorted_revisions]
+    else:
+        argnames = ("registered_claim", "model_entry")
+        params = [pytest.param(c, m, id=f"{c.name}-{m.id}", marks=pytest.mark.xdist_group(m.id))
+                  for c in claims for m in select_revisions(metafunc.config)]
+    if not params:
+        mark = pytest.mark.skip(reason="no selected claim without a test module of its own (a researcher's claim: "
+                                       "a conftest.py, --claims-module or an installed entry point; docs/claims.md)"
+                                       + (" judges a revision" if "revision" in names else ""))
+        params = [pytest.param(*(None,) * len(argnames), id="none", marks=mark)]
+    metafunc.parametrize(argnames, params, scope="session")
 
 
 def _parametrize_populations(metafunc: pytest.Metafunc) -> None:
@@ -354,12 +399,35 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     _refuse_other_claim_copies(items)
     if not wanted(config):
         return
+    _deselect_unchosen_claims(config, items)
 
     def rank(item: pytest.Item) -> tuple[bool, bool, bool]:
         return (item.get_closest_marker("mostly_waits") is None, needs_organism(item),
                 not (is_claim_test(item.path) and item.path.name == "test_formation.py"))
 
     items[:] = sorted(items, key=rank)
+
+
+def _deselect_unchosen_claims(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``--claims``: deselect the claim tests of the claims not chosen (a claim's own test module, its
+    population test); the gate's (formation's) tests stay."""
+    s = state(config)
+    if not s.claims_chosen:
+        return
+    from headwatch.claims.registry import all_claims  # deferred: the claims import numpy and scipy
+
+    chosen = {c.name for c in s.claims}
+    module_of = {c.test_module: c.name for c in all_claims() if c.test_module}
+    keep, drop = [], []
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        claim = module_of.get(item.path.name) if is_claim_test(item.path) else None
+        if claim is None and is_claim_test(item.path) and isinstance(params.get("claim"), str):
+            claim = params["claim"]  # the population test of one claim
+        (drop if claim is not None and claim not in chosen else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 def _refuse_other_claim_copies(items: list[pytest.Item]) -> None:
@@ -408,6 +476,18 @@ def model_entry():  # replaced by parametrisation in pytest_generate_tests
 @pytest.fixture(scope="session")
 def revision(model_entry):  # replaced by parametrisation; depends on model_entry so both are set
     raise pytest.UsageError("revision is parametrised by headwatch for its claim tests; request it from one")
+
+
+@pytest.fixture(scope="session")
+def registered_claim():  # replaced by parametrisation in pytest_generate_tests
+    raise pytest.UsageError("registered_claim is parametrised by headwatch for its generic claim tests; request it "
+                            "from one")
+
+
+@pytest.fixture(scope="session")
+def negative_control(registered_claim):  # replaced by parametrisation; depends on registered_claim so both are set
+    raise pytest.UsageError("negative_control is parametrised by headwatch for its generic claim tests; request it "
+                            "from one")
 
 
 @pytest.fixture(scope="session")

@@ -114,6 +114,13 @@ OPTIONS: dict[str, Option] = {o.dest: o for o in (
                  "(`headwatch organisms train`: about 10 min on 2 cores for the organisms panel; under pytest beside "
                  "the tests that need no organism). Default --no-train: a missing organism is refused before "
                  "anything runs, naming the command that trains it"),
+    _option("--claims", action="append", default=None, metavar="NAMES",
+            help="judge only these claims (names: F1, causal, or your own registered claim's); repeatable or comma "
+                 "list; formation is judged all the same where a panel declares it (default: every registered claim)"),
+    _option("--claims-module", action="append", default=None, metavar="PATH|MODULE",
+            help="a Python file or module that registers claims of your own (headwatch.claims.register_claim; "
+                 "docs/claims.md); repeatable (default: none beyond the built-ins, a conftest.py and the installed "
+                 "packages' entry points, group headwatch.claims)"),
     _option("--offline", action="store_true", default=False,
             help="resolve Hub checkpoints from the local Hub cache only: nothing is downloaded, and a checkpoint "
                  "missing there is refused naming the command that downloads it (default: off, unless HF_HUB_OFFLINE=1)"),
@@ -122,6 +129,8 @@ OPTIONS: dict[str, Option] = {o.dest: o for o in (
 #: What each front end takes (the CLI's ``measure`` takes device, dtype and hub-cache-dir with its own probe flags).
 PANEL_OPTIONS = ("panel", "models", "revisions", "seeds", "device", "dtype", "n_examples", "cache_dir", "hub_cache_dir",
                  "organisms_cache_dir", "reference_dir")
+#: Which claims a front end judges (pytest, judge, report): a selection, and modules that register more.
+CLAIM_OPTIONS = ("claims", "claims_module")
 #: What a front end does about a thing it needs that is not there (pytest, judge, report, measure-panel):
 #: an organism is trained with --train, else refused; a Hub checkpoint downloaded unless --offline.
 MISSING_OPTIONS = ("train", "offline")
@@ -167,6 +176,10 @@ class Choices:
     train: bool = False
     #: --offline: resolve Hub checkpoints from local caches only (False: huggingface_hub's own setting, HF_HUB_OFFLINE).
     offline: bool = False
+    #: --claims: judge only these claims (empty: every registered one); checked against the registry by the front end.
+    claims: tuple[str, ...] = ()
+    #: --claims-module: files or modules that register claims (imported by the front end before anything is judged).
+    claims_module: tuple[str, ...] = ()
 
 
 def read_choices(get: Callable[[str], Any]) -> Choices:
@@ -521,7 +534,7 @@ def folder_model(folder: Any):
     return PanelModel(name, folder.model, "reference", tuple(folder.revisions), TokensRule(), NO_PANEL)
 
 
-__all__ = ["MISSING_OPTIONS", "OPTIONS", "PANEL_OPTIONS", "TRAIN_STEP_OPTIONS", "Choices", "Option", "OrganismStep",
+__all__ = ["CLAIM_OPTIONS", "MISSING_OPTIONS", "OPTIONS", "PANEL_OPTIONS", "TRAIN_STEP_OPTIONS", "Choices", "Option", "OrganismStep",
            "OrganismsNotTrained", "Selection", "add_options", "as_argv", "choices_from_args", "default_panel_names",
            "ensure_organisms", "folder_model", "missing_organisms", "step_argv", "option_given", "organism_models",
            "provider_options", "read_choices", "select", "training_command", "training_cost"]

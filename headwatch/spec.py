@@ -17,6 +17,7 @@ pick the heads it ablates; the judge always uses this table, whatever a record's
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -131,11 +132,53 @@ class ProbeRun:
 #: The probe run every default reads.
 PROBE_RUN = ProbeRun()
 
-#: Claims in report order.
-CLAIMS: tuple[str, ...] = ("F1", "F2", "F3", "F4", "F5", "causal")
-#: The verdict on whether a model organism formed its circuit (judged before the claims, when a
-#: panel declares ``[models.expect.formation]``; claims on a subject that did not form are not judged).
-FORMATION = "formation"
+#: The entry-point group that installed packages list their claims in, one entry per claim named as
+#: the claim (``F1 = "headwatch.claims.builtin.f1_zero_bos_floor:CLAIM"``; docs/claims.md).
+CLAIMS_GROUP = "headwatch.claims"
+#: The claims a panel may declare a deviation of (``[models.expect] xfail``), in registration order:
+#: filled by :func:`headwatch.claims.registry.register_claim` (this table knows no claim itself;
+#: a claim is defined, and registered, in its own module).
+_DECLARABLE: list[str] = []
+#: What each registered claim needs measured ("ablation"): a panel that measures none of it cannot
+#: declare a deviation of the claim (fixtures/panels/parse.py).
+_NEEDS: dict[str, tuple[str, ...]] = {}
+
+
+def declare_claim_name(name: str, needs: tuple[str, ...] = ()) -> None:
+    """Record that ``name`` is a claim a panel may name, needing ``needs`` measured (called by the
+    claims' registry)."""
+    if name not in _DECLARABLE:
+        _DECLARABLE.append(name)
+    _NEEDS[name] = tuple(needs)
+
+
+def forget_claim_name(name: str) -> None:
+    """Forget a registered claim's name (headwatch.claims.registry.unregister_claim)."""
+    if name in _DECLARABLE:
+        _DECLARABLE.remove(name)
+    _NEEDS.pop(name, None)
+
+
+def claim_needs(name: str) -> tuple[str, ...]:
+    """What the registered claim ``name`` needs measured (() where unknown)."""
+    return _NEEDS.get(name, ())
+
+
+@functools.lru_cache(maxsize=1)
+def _listed_claim_names() -> frozenset[str]:
+    """The claim names the installed packages' entry points list (read once per process)."""
+    from importlib.metadata import entry_points  # deferred: the distributions' metadata, read only here
+
+    return frozenset(ep.name for ep in entry_points(group=CLAIMS_GROUP))
+
+
+def claim_names() -> tuple[str, ...]:
+    """The claims a panel's ``xfail`` may name: those registered in this process, then those the
+    installed packages' entry points (group :data:`CLAIMS_GROUP`) list and no module has registered
+    yet (read from their metadata: nothing is imported), in name order."""
+    return (*_DECLARABLE, *sorted(_listed_claim_names() - set(_DECLARABLE)))
+
+
 BOS_SHAPES: tuple[str, ...] = ("ramp", "step")
 
 

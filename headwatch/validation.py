@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from headwatch.spec import CLAIMS, PROBE_RUN, SPEC
+from headwatch.spec import PROBE_RUN, SPEC, claim_names
 
 #: Load/probe dtypes (``--dtype``, a panel's ``dtype``, ``[models.probe] dtype``).
 DTYPES: tuple[str, ...] = ("float32", "float16", "bfloat16")
@@ -467,8 +467,9 @@ def step_pattern(value: Any, where: str) -> str:
 def claim_key(key: str, revisions: tuple[str, ...] | None, where: str) -> None:
     """An ``xfail`` key: a claim (``F4``) or a claim at one of the model's revisions (``F1@step1200``)."""
     claim, _, revision = key.partition("@")
-    if claim not in CLAIMS:
-        raise InputError(f"{where}: {key!r} names no claim; allowed: {', '.join(CLAIMS)}, or CLAIM@REVISION")
+    names = claim_names()
+    if claim not in names:
+        raise InputError(f"{where}: {key!r} names no claim; allowed: {', '.join(names)}, or CLAIM@REVISION")
     if revision and revisions is not None and revision not in revisions:
         raise InputError(f"{where}: {key!r} names revision {revision!r}, which the model does not list; "
                          f"allowed: one of its revisions ({', '.join(revisions)})")

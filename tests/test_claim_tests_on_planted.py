@@ -16,7 +16,7 @@ import pytest
 # Imported here, not first inside an inner run: pytester drops what an inner run imported, and a
 # C extension (scipy's, through the judge) cannot be imported a second time in one process.
 import headwatch.claims.judge  # noqa: F401
-from headwatch.claims.synthetic import NEGATIVE_CONTROLS
+from headwatch.claims.registry import negative_controls
 
 pytest_plugins = ["pytester"]
 
@@ -36,7 +36,8 @@ import dataclasses
 import types
 import pytest
 from headwatch.claims import trajectory as T
-from headwatch.claims.synthetic import FORMATION_EXPECT, HEALTHY_EXPECT, NEGATIVE_CONTROLS, healthy
+from headwatch.claims.registry import negative_controls
+from headwatch.claims.synthetic import FORMATION_EXPECT, HEALTHY_EXPECT, healthy
 from headwatch.spec import Deviation
 
 CASE = {case!r}
@@ -48,9 +49,9 @@ ORGANISMS = {{"formed": healthy, "never_forms": lambda: healthy(induction_sets=(
 def _records():
     if CASE in ORGANISMS:
         return ORGANISMS[CASE]()
-    return healthy() if CASE == "healthy" else NEGATIVE_CONTROLS[CASE].records()
+    return healthy() if CASE == "healthy" else negative_controls()[CASE].records()
 
-BASE = FORMATION_EXPECT if CASE in ORGANISMS else HEALTHY_EXPECT if CASE == "healthy" else NEGATIVE_CONTROLS[CASE].expect
+BASE = FORMATION_EXPECT if CASE in ORGANISMS else HEALTHY_EXPECT if CASE == "healthy" else negative_controls()[CASE].expect
 EXPECT = dataclasses.replace(BASE, xfail=XFAIL)
 ENTRY = types.SimpleNamespace(name="planted", id="planted", repo="planted/model", expect=EXPECT,
                               total_tokens=None)
@@ -94,9 +95,9 @@ def test_claim_test_passes_on_the_healthy_trajectory(pytester, claim):
     assert outcomes.get("passed", 0) >= 1 and "failed" not in outcomes, result.stdout.str()
 
 
-@pytest.mark.parametrize("case", sorted(NEGATIVE_CONTROLS))
+@pytest.mark.parametrize("case", sorted(negative_controls()))
 def test_negative_control_fails_its_claim_test(pytester, case):
-    control = NEGATIVE_CONTROLS[case]
+    control = negative_controls()[case]
     result = run_claim_module(pytester, control.claim, case)
     outcomes = result.parseoutcomes()
     # F1 has a per-revision test (only the planted revision fails) and a model-level one.

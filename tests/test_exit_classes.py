@@ -49,6 +49,8 @@ DEFECTS: dict[tuple[str, str, str], str] = {
     ("headwatch/stats.py", "nested_draw_probability", "ValueError"): "set sizes claims/trajectory counts from one "
                                                                       "validated record",
     ("headwatch/schema.py", "_convert", "TypeError"): "a type hint from_data was not written for: a schema's class",
+    ("claims/check.py", "check_verdict", "ClaimCrashed"): "a claim's judge raised (its verdict 'crashed'): a bug in "
+                                                          "that claim, an ERROR in pytest, never a finding",
     ("headwatch/files.py", "refuse_non_finite", "ValueError"): "json's parse hook; every reader turns it into a "
                                                                "RecordError or a corrupt cache entry",
     ("headwatch/__main__.py", "", "SystemExit"): "python -m headwatch passing main()'s exit status on",

@@ -5,10 +5,15 @@ import json
 
 import pytest
 
-from headwatch.claims.judge import CLAIMS, judge_model
-from headwatch.claims.synthetic import NEGATIVE_CONTROLS, healthy
+from headwatch.claims.judge import judge_model
+from headwatch.claims.registry import all_claims
+from headwatch.claims.registry import negative_controls
+from headwatch.claims.synthetic import healthy
 from headwatch.claims.verdict import Verdict
 from headwatch.fixtures.reference import PUBLISHED_DIR, load_published, model_slug
+
+#: The built-in claims (the gate, formation, apart), in report order.
+CLAIMS = [c.name for c in all_claims() if not c.gate]
 
 
 def write_records(records_by_model, dest) -> None:
@@ -64,7 +69,7 @@ def test_reference_dir_matches_panel_entries_by_repo_id(capsys):
 
 
 def test_unknown_model_is_judged_without_expectations_and_failures_set_the_exit_code(tmp_path, capsys):
-    write_records({"planted/model": NEGATIVE_CONTROLS["bos_head_in_layer_0"].records()}, tmp_path)
+    write_records({"planted/model": negative_controls()["bos_head_in_layer_0"].records()}, tmp_path)
     out = tmp_path / "v.json"
     assert judge("--reference-dir", str(tmp_path), "--json", str(out)) == 1
     v = json.loads(out.read_text())["models"]["planted/model"]
@@ -109,7 +114,7 @@ def test_json_dash_writes_the_verdicts_to_stdout(tmp_path, capsys, monkeypatch):
 
 def test_a_deviation_that_fails_otherwise_than_declared_sets_the_exit_code(tmp_path, capsys):
     """Declared F1 at heads L0_H0, measured L0_H1: news, exit 1; declared as measured: exit 0."""
-    write_records({"planted/model": NEGATIVE_CONTROLS["bos_head_in_layer_0"].records()}, tmp_path / "ref")
+    write_records({"planted/model": negative_controls()["bos_head_in_layer_0"].records()}, tmp_path / "ref")
     for heads, code, word in (("L0_H0", 1, "does NOT match"), ("L0_H1", 0, "declared known deviation")):
         panel = tmp_path / f"{heads}.toml"
         panel.write_text('[[models]]\nname = "planted"\nrepo = "planted/model"\nsource = "reference"\n'

@@ -17,14 +17,19 @@ from types import SimpleNamespace
 import pytest
 
 from headwatch.claims import synthetic as S
+from headwatch.claims.registry import negative_controls
 from headwatch.claims.figures import ablation_figure, bos_figure, label_grid_figure, model_figures, pr_figure
 from headwatch.claims.html_report import classify, disagrees, outcome_of
-from headwatch.claims.judge import CLAIMS, judge_model
+from headwatch.claims.judge import judge_model
+from headwatch.claims.registry import all_claims
 from headwatch.claims.report_data import (
     CONSISTENT, FAILS, HOLDS, MISMATCH, MISSING, NA, NOT_JUDGED, XFAIL, XPASS, ModelReport, verdict_cell,
 )
 from headwatch.claims.report_render import fragment
 from headwatch.spec import Deviation, Expectations
+
+#: The built-in claims (the gate, formation, apart), in report order.
+CLAIMS = [c.name for c in all_claims() if not c.gate]
 
 ROOT = Path(__file__).resolve().parent.parent
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -99,14 +104,14 @@ def test_cells_of_the_healthy_trajectory_hold_with_key_numbers():
     assert cells["causal"].key == "4.0% of base, p=1.8e-06 (rand 80.0%, p=5.1e-20)"
 
 
-@pytest.mark.parametrize("control", list(S.NEGATIVE_CONTROLS.values()), ids=lambda c: c.name)
+@pytest.mark.parametrize("control", list(negative_controls().values()), ids=lambda c: c.name)
 def test_cells_of_negative_controls_fail(control):
     r = _report(control.records(), control.expect)
     assert verdict_cell(control.claim, r).status == FAILS
 
 
 def test_declared_deviation_cells():
-    recs = S.NEGATIVE_CONTROLS["circuit_only_at_end"].records()
+    recs = negative_controls()["circuit_only_at_end"].records()
     known = {"F4": Deviation("known", key=(0.9, 1.0))}
     failing = _report(recs, replace(S.HEALTHY_EXPECT, xfail=known))
     assert verdict_cell("F4", failing).status == XFAIL
@@ -121,7 +126,7 @@ def test_declared_deviation_cells():
     assert verdict_cell("F1", empty).status == MISSING
 
 
-@pytest.mark.parametrize("case", ["healthy", "pythia-1b", "olmo-1b", *S.NEGATIVE_CONTROLS], ids=str)
+@pytest.mark.parametrize("case", ["healthy", "pythia-1b", "olmo-1b", *negative_controls()], ids=str)
 def test_the_grid_rejudges_only_the_claims_that_read_the_knob(case):
     """Each grid row re-judges only the claims that read its knob (``sensitivity.READS``; issue 33:
     a 154-revision grid re-judged whole was most of a population report's time). Every row equals a
@@ -140,7 +145,7 @@ def test_the_grid_rejudges_only_the_claims_that_read_the_knob(case):
         recs, expect = load_published(entry.repo), entry.expect
     else:
         recs, expect = (S.healthy(), S.HEALTHY_EXPECT) if case == "healthy" else (
-            S.NEGATIVE_CONTROLS[case].records(), S.NEGATIVE_CONTROLS[case].expect)
+            negative_controls()[case].records(), negative_controls()[case].expect)
     for with_formation in (expect, dataclasses.replace(expect, formation=S.FORMATION_EXPECT.formation)):
         grid = sensitivity_grid(recs, with_formation)
         rows = [r for r in grid.rows if r.knob is not None]
@@ -156,8 +161,16 @@ def test_the_grid_rejudges_only_the_claims_that_read_the_knob(case):
 def test_classify_test_ids():
     assert classify("claims/test_f1_zero_bos_floor.py::test_f1_no_bos[olmo-1b@step1000-tokens2B]") == ("F1", "olmo-1b", False)
     assert classify("claims/test_causal_ablation.py::test_causal[pythia-1b]") == ("causal", "pythia-1b", False)
-    assert classify("claims/test_f4_x.py::test_negative_control_f4_fails[circuit_only_at_end]") == ("F4", None, True)
+    assert classify("claims/test_f4_early_convergence.py::test_negative_control_f4_fails[circuit_only_at_end]") == (
+        "F4", None, True)
+    assert classify("claims/test_f4_x.py::test_f4[pythia-1b]") is None  # a claim's own module is its test_module
     assert classify("tests/test_report.py::test_classify_test_ids") is None
+    # the generic test of a claim without a module of its own: the claim is the id's first part
+    assert classify("claims/test_registered_claims.py::test_claim[F2-olmo-1b]") == ("F2", "olmo-1b", False)
+    assert classify("claims/test_registered_claims.py::test_claim_at_revision[F1-olmo-1b@step1]") == (
+        "F1", "olmo-1b", False)
+    assert classify("claims/test_registered_claims.py::test_negative_control[F1-bos_head_in_layer_0]") == (
+        "F1", None, True)
 
 
 def test_outcomes_and_disagreement():

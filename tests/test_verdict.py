@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 
 from headwatch.claims import synthetic as S
+from headwatch.claims.registry import negative_controls
 from headwatch.claims.check import PYTEST_OUTCOME
 from headwatch.claims.judge import judge_model
 from headwatch.claims.verdict import (
@@ -15,17 +16,21 @@ from headwatch.claims.verdict import (
 from headwatch.formatting import GRID, OPEN, fmt_interval, fmt_number, fmt_pct, fmt_share
 from headwatch.names import did_you_mean, model_matches, split_list
 from headwatch.probes.record import ProbeSettings
-from headwatch.spec import CLAIMS, SPEC, Deviation, Expectations
+from headwatch.claims.registry import all_claims
+from headwatch.spec import SPEC, Deviation, Expectations
+
+#: The built-in claims (the gate, formation, apart), in report order.
+CLAIMS = [c.name for c in all_claims() if not c.gate]
 
 
-@pytest.mark.parametrize("case", ["healthy", *S.NEGATIVE_CONTROLS])
+@pytest.mark.parametrize("case", ["healthy", *negative_controls()])
 def test_every_verdict_survives_its_json_form(case):
     if case == "healthy":
         records, expect = S.healthy(), S.HEALTHY_EXPECT
     else:
-        records, expect = S.NEGATIVE_CONTROLS[case].records(), S.NEGATIVE_CONTROLS[case].expect
+        records, expect = negative_controls()[case].records(), negative_controls()[case].expect
     verdicts = judge_model(records, expect)
-    assert list(verdicts) == list(CLAIMS)
+    assert [c for c in verdicts if c in CLAIMS] == list(CLAIMS)  # formation first where declared
     for claim, v in verdicts.items():
         text = json.dumps(v.to_dict(), allow_nan=False)
         back = Verdict.from_dict(json.loads(text))
@@ -36,10 +41,11 @@ def test_status_mapping_and_outcomes_are_total():
     assert [Status.of(x) for x in (True, False, None)] == [Status.HOLDS, Status.FAILS, Status.NOT_APPLICABLE]
     assert set(PYTEST_OUTCOME) == set(Status)  # one place decides every status's pytest outcome
     assert {s.value for s in Status} == {"holds", "holds_vacuously", "consistent_not_established", "not_established",
-                                         "fails", "not_applicable", "not_judged"}
-    # never a plain pass unless the claim holds; only "fails" fails; everything else skips
+                                         "fails", "not_applicable", "not_judged", "crashed"}
+    # never a plain pass unless the claim holds; only "fails" fails; a crash errors; everything else skips
     assert {s for s, o in PYTEST_OUTCOME.items() if o == "pass"} == {Status.HOLDS, Status.HOLDS_VACUOUSLY}
     assert {s for s, o in PYTEST_OUTCOME.items() if o == "fail"} == {Status.FAILS}
+    assert {s for s, o in PYTEST_OUTCOME.items() if o == "error"} == {Status.CRASHED}
     assert [s.holds for s in (Status.CONSISTENT_NOT_ESTABLISHED, Status.NOT_ESTABLISHED, Status.NOT_JUDGED)] == [None] * 3
 
 
@@ -56,8 +62,8 @@ def test_every_word_a_status_is_shown_in_comes_from_one_table():
     gone = v.declare(Deviation("expected a step", key=(0.5, 1.0)))
     assert declared_outcome(gone) is DeclaredOutcome.GONE and cell_status(gone) == "deviation gone"
     assert status_word(gone) == "holds (declared deviation did NOT occur)" and cell_status(v) == "holds"
-    failing = judge_model(S.NEGATIVE_CONTROLS["ramp_for_declared_step"].records(),
-                          S.NEGATIVE_CONTROLS["ramp_for_declared_step"].expect)["F2"]
+    failing = judge_model(negative_controls()["ramp_for_declared_step"].records(),
+                          negative_controls()["ramp_for_declared_step"].expect)["F2"]
     assert status_word(failing.declare(Deviation("r", key=(0.0, 0.5)))) == "fails (declared known deviation)"
     assert status_word(failing.declare(Deviation("r", key=(0.6, 1.0)))) == "fails (declared deviation does NOT match)"
     assert declared_outcome(failing) is None and status_word(failing) == "fails"
@@ -102,7 +108,7 @@ def test_formation_and_declared_deviations_survive_the_json_form():
 def test_margins_sit_on_the_holding_side_when_a_claim_holds():
     verdicts = judge_model(S.healthy(), S.HEALTHY_EXPECT)
     assert all(v.margin is not None and v.margin >= 0 for v in verdicts.values()), verdicts
-    failing = judge_model(S.NEGATIVE_CONTROLS["ablation_barely_hurts"].records())
+    failing = judge_model(negative_controls()["ablation_barely_hurts"].records())
     assert failing["causal"].margin < 0
 
 
@@ -154,8 +160,8 @@ def test_fmt_share_writes_simple_fractions_only():
 
 
 def test_declared_deviation_matching():
-    failing = judge_model(S.NEGATIVE_CONTROLS["ramp_for_declared_step"].records(),
-                          S.NEGATIVE_CONTROLS["ramp_for_declared_step"].expect)["F2"]  # key 0.3333, fails
+    failing = judge_model(negative_controls()["ramp_for_declared_step"].records(),
+                          negative_controls()["ramp_for_declared_step"].expect)["F2"]  # key 0.3333, fails
     key = failing.figure.value
     assert check_deviation(failing, Deviation("r", key=(key, 1.0))).matches  # the key at either end matches
     assert check_deviation(failing, Deviation("r", key=(0.0, key))).matches
@@ -167,7 +173,7 @@ def test_declared_deviation_matching():
     no_figure = replace(failing, figure=None)
     assert not check_deviation(no_figure, Deviation("r", key=(0.0, 1.0))).matches
     assert check_deviation(no_figure, Deviation("r", key=(0.0, 1.0))).measured == "key none"
-    f1 = judge_model(S.NEGATIVE_CONTROLS["bos_head_in_layer_0"].records())["F1"]  # fails at step2, head L0_H1
+    f1 = judge_model(negative_controls()["bos_head_in_layer_0"].records())["F1"]  # fails at step2, head L0_H1
     assert check_deviation(f1, Deviation("r", revisions=("step2",), heads=("L0_H1",))).matches
     assert not check_deviation(f1, Deviation("r", revisions=("step2", "step3"))).matches  # exactly these fail
     assert check_deviation(f1, Deviation("r", revisions=("step2", "step3")), one_revision_of_many=True).matches

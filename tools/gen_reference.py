@@ -1,7 +1,8 @@
 """Write docs/reference.md from the code: commands and options, exit codes, panel keys.
 
 Every row comes from where the behaviour is defined, so the page cannot say something the code
-does not do: the ``headwatch`` options from ``headwatch.cli.build_parser`` (one subcommand at a
+does not do (the claim API from ``headwatch.claims.Claim``'s fields and the registered built-in
+claims): the ``headwatch`` options from ``headwatch.cli.build_parser`` (one subcommand at a
 time, as ``headwatch COMMAND --help`` builds them), the pytest options from
 ``headwatch.plugin.pytest_addoption``, the exit codes from ``headwatch.cli.EXIT_CODES`` and
 ``headwatch.plugin.EXIT_STATUS`` (with pytest's own ``pytest.ExitCode``), and the panel keys from
@@ -339,6 +340,45 @@ def panel_section() -> str:
     return "\n".join(parts)
 
 
+# ---- claims ---------------------------------------------------------------------------------
+
+
+def _type_text(tp: Any) -> str:
+    text = tp if isinstance(tp, str) else getattr(tp, "__name__", str(tp))
+    return text.replace("typing.", "").replace("collections.abc.", "")
+
+
+def claims_section() -> str:
+    """The claim API (``headwatch.claims.Claim`` and what it holds) and every registered built-in claim."""
+    from headwatch.claims import Claim, NegativeControl, Quantity, Threshold
+    from headwatch.claims.registry import all_claims, is_builtin
+
+    parts = ["## Claims", "",
+             "A claim is one `headwatch.claims.Claim`, registered where it is defined "
+             "(`headwatch.claims.register_claim`); how to write one: [claims.md](claims.md).", "",
+             "### `Claim` fields", "",
+             _table(("field", "type", "default", "meaning"),
+                    [(f"`{f.name}`", f"`{_type_text(f.type)}`",
+                      "required" if f.default is dataclasses.MISSING else f"`{f.default!r}`", f.metadata["doc"])
+                     for f in dataclasses.fields(Claim)]), ""]
+    for cls in (NegativeControl, Threshold, Quantity):
+        doc = " ".join((cls.__doc__ or "").split("\n\n")[0].split())
+        fields = ", ".join(f"`{f.name}: {_type_text(f.type)}`" for f in dataclasses.fields(cls))
+        parts += [f"### `{cls.__name__}`", "", f"{doc} Fields: {fields}.", ""]
+    rows = []
+    for c in all_claims():
+        if not is_builtin(c):
+            continue
+        bars = "; ".join(f"{t.name} ({t.field or t.value}, {t.source})" for t in c.thresholds)
+        rows.append((f"`{c.name}`", c.title, c.question, bars, ", ".join(c.reads) or "none",
+                     c.placed_on.name if c.placed_on else "", ", ".join(n.name for n in c.negative_controls)))
+    parts += ["### The built-in claims", "", "In the order every front end shows them (a researcher's follow, in "
+              "the order they were registered).", "",
+              _table(("name", "title", "question", "thresholds (SPEC field or value, source)", "sensitivity knobs",
+                      "population quantity", "negative controls"), rows)]
+    return "\n".join(parts)
+
+
 # ---- the page -------------------------------------------------------------------------------
 
 
@@ -347,7 +387,7 @@ def render() -> str:
         "# Reference: commands, options, exit codes, panel files", "",
         f"Written from the code by `{COMMAND}`; do not edit it by hand (tests/test_docs.py fails when it "
         "differs from what the code says).", "",
-        exit_section(), "", cli_section(), "", pytest_section(), "", panel_section(), "",
+        exit_section(), "", cli_section(), "", pytest_section(), "", panel_section(), "", claims_section(), "",
     ])
 
 

@@ -37,7 +37,8 @@ EXIT_CODES = {
     2: "bad input or usage, nothing computed (the user's input, files or machine: a full disk, a permission, an "
        "environment variable; the message says what was wrong and what to do); or something to judge is "
        "missing: listed with the command that fills it (judge, report)",
-    3: "internal error: headwatch crashed (traceback printed); please report it",
+    3: "internal error: headwatch crashed (traceback printed), or a claim's judge raised (judge, report: that "
+       "verdict is 'crashed', the other claims judged all the same); please report it to the claim's author",
     130: "interrupted: finished measurements are kept; run the same command again to resume",
 }
 EPILOG = "exit codes:\n" + "\n".join(textwrap.fill(f"{code:>3}  {text}", 100, subsequent_indent=" " * 5)
@@ -57,7 +58,7 @@ SUBCOMMANDS = {
     "measure": ("headwatch.cli.measure", "probe one checkpoint and write its measurement record (JSON)"),
     "measure-panel": ("headwatch.cli.measure_panel", "measure what a panel lacks as parallel tasks (local pool, Ray, Slurm)"),
     "organisms": ("headwatch.cli.organisms", "train the tiny model organisms into the local Hub cache"),
-    "judge": ("headwatch.cli.judge", "judge claims F1-F5 and the causal check; print and write verdicts"),
+    "judge": ("headwatch.cli.judge", "judge the claims (F1-F5, causal, your own); print and write verdicts"),
     "report": ("headwatch.cli.report", "judge a panel and write its figures, a CSV/JSON summary and report.html"),
     "panels": ("headwatch.cli.panels", "list the shipped panels (models, what a run costs); check a panel file"),
 }

@@ -1,4 +1,4 @@
-"""``headwatch judge``: judge F1-F5 and the causal check, print the verdicts, write them as JSON.
+"""``headwatch judge``: judge every registered claim (F1-F5, causal, your own), print the verdicts, write them as JSON.
 
 The models are :mod:`headwatch.selection`'s (the options pytest takes: ``--panel``, ``--models``,
 ``--revisions``, ``--reference-dir``, ...); their records come through one
@@ -46,7 +46,8 @@ EXAMPLES = """examples:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    selection.add_options(parser.add_argument, selection.PANEL_OPTIONS + selection.MISSING_OPTIONS)
+    selection.add_options(parser.add_argument, selection.PANEL_OPTIONS + selection.MISSING_OPTIONS
+                          + selection.CLAIM_OPTIONS)
     parser.add_argument("--json", default=None, metavar="OUT",
                         help="write the verdicts to OUT as JSON; '-' writes them to stdout and the verdict "
                              "lines to stderr (default: no JSON). Checked before anything is judged")
@@ -68,6 +69,17 @@ def package_line(package: Any) -> str:
 def chosen(args: argparse.Namespace) -> selection.Selection:
     """The selection the arguments ask for."""
     return selection.select(selection.choices_from_args(args), progress=False, resolve=True)
+
+
+def chosen_claims(args: argparse.Namespace) -> list[Any]:
+    """The claims to judge: the registry's (built-ins, installed entry points', ``--claims-module``'s),
+    narrowed by ``--claims`` (an unknown name: exit 2 with a did-you-mean). Loaded before any panel is
+    read: a panel's ``xfail`` may name a researcher's claim."""
+    from headwatch.claims.registry import load, select_claims  # deferred: the claims import numpy and scipy
+
+    choices = selection.choices_from_args(args)
+    load(choices.claims_module)
+    return select_claims(choices.claims)
 
 
 def get_organisms(picked: selection.Selection) -> list[str]:
@@ -118,10 +130,12 @@ def run(args: argparse.Namespace) -> int:
     # Deferred: the claims import numpy and scipy; `headwatch judge --help` need not.
     from headwatch.claims.judge import judge_model, status_word, surprises
     from headwatch.claims.population import member_from_verdicts
+    from headwatch.claims.verdict import Status
 
     json_path = check_output_file(args.json, "--json") if args.json is not None else None
     to_stdout = args.json == "-"
     out = sys.stderr if to_stdout else sys.stdout
+    claims = chosen_claims(args)
     picked = chosen(args)
     try:
         untrained = get_organisms(picked)
@@ -132,6 +146,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     result: dict[str, Any] = {"models": {}}
     unexpected = 0
+    crashed: list[str] = []
     missing: list[str] = []
     not_downloaded = False
     members: dict[str, Any] = {}  # population members: model id -> claims/population.py Member
@@ -147,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
             continue
         if not records:
             raise InputError(f"no measurement records for {entry.repo}")
-        verdicts = judge_model(records, entry.expect, entry.total_tokens)
+        verdicts = judge_model(records, entry.expect, entry.total_tokens, claims=claims)
         result["models"][entry.repo] = {claim: v.to_dict() for claim, v in verdicts.items()}
         print(terminal_text(f"== {entry.repo}" + (f" ({entry.name}, panel {entry.panel})" if entry.panel != NO_PANEL
                                                    else "") + f": {len(records)} revisions"), file=out)
@@ -157,6 +172,7 @@ def run(args: argparse.Namespace) -> int:
         for claim, v in verdicts.items():  # formation first where declared, then CLAIMS in order
             print(terminal_text(f"  {claim:<9} {status_word(v):<27} {v.key:<34} {v.message}"), file=out)
         unexpected += surprises(verdicts)
+        crashed += [f"{entry.id}: {v.message}" for v in verdicts.values() if v.status is Status.CRASHED]
         if entry.member is not None:
             members[entry.id] = member_from_verdicts(entry, records, verdicts)
         picked.provider.forget(entry)
@@ -170,6 +186,10 @@ def run(args: argparse.Namespace) -> int:
     elif json_path is not None:
         write_json_atomic(json_path, result)
         log.info("wrote %s", json_path)
+    if crashed:  # a crash is not a finding: exit 3 (headwatch.cli.EXIT_CODES), after every other claim was judged
+        print(f"{len(crashed)} verdict(s) crashed (a claim's judge raised; the log has the traceback):", file=sys.stderr)
+        for line in crashed:
+            print(f"  {line}", file=sys.stderr)
     if missing:
         print(f"not judged, {len(missing)} model(s) missing:", file=sys.stderr)
         for line in missing:
@@ -177,4 +197,4 @@ def run(args: argparse.Namespace) -> int:
         for line in fill_missing(untrained, not_downloaded):
             print(terminal_text(line), file=sys.stderr)
         return 2
-    return 1 if unexpected else 0
+    return 3 if crashed else 1 if unexpected else 0

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from headwatch import selection
-from headwatch.cli.judge import get_organisms
+from headwatch.cli.judge import chosen_claims, get_organisms
 from headwatch.files import check_output_dir, write_atomic, write_json_atomic
 from headwatch.formatting import terminal_text
 
@@ -47,7 +47,8 @@ EXAMPLES = """examples:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, metavar="DIR", help="folder for the figures, CSV and JSON")
-    selection.add_options(parser.add_argument, selection.PANEL_OPTIONS + selection.MISSING_OPTIONS)
+    selection.add_options(parser.add_argument, selection.PANEL_OPTIONS + selection.MISSING_OPTIONS
+                          + selection.CLAIM_OPTIONS)
     parser.add_argument("--no-figures", action="store_true", help="only the CSV and JSON (default: figures too)")
 
 
@@ -71,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
     from headwatch.claims.report_render import fragment, standalone_page, versions
 
     out = check_output_dir(args.out, "--out")
+    claims = chosen_claims(args)
     choices = selection.choices_from_args(args)
     picked = selection.select(choices, progress=False, resolve=False)
     models = picked.resolve(list_branches=not choices.offline)  # branch lists ({ log_spaced = n }): never organisms'
@@ -87,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
     draw_members = draws_member_figures(models)
     reports, errors = [], []
     for m in models:
-        r = model_report(m, reader, figures=not args.no_figures and (m.member is None or draw_members), release=True)
+        r = model_report(m, reader, figures=not args.no_figures and (m.member is None or draw_members), release=True,
+                         claims=claims)
         reports.append(r)
         status = " ".join(f"{c}={verdict_cell(c, r).status}" for c in r.verdicts) or (r.error or "no measurements on disk")
         print(terminal_text(f"{r.id}: {len(r.revisions)} revisions; {status}"))
@@ -134,4 +137,8 @@ def run(args: argparse.Namespace) -> int:
               + f" (or run the claim tests: {shlex.join(['pytest', 'claims', *again])}), then write the report again",
               file=sys.stderr)
         return 2
+    crashed = [f"{r.id}: {v.message}" for r in reports for v in r.verdicts.values() if v.status.value == "crashed"]
+    if crashed:  # a crash is not a finding: exit 3, after every other claim was judged
+        print(f"{len(crashed)} verdict(s) crashed (a claim's judge raised): " + "; ".join(crashed), file=sys.stderr)
+        return 3
     return 1 if sum(surprises(r.verdicts) for r in reports) else 0

@@ -1,0 +1,190 @@
+"""The causal check: ablating the final induction circuit cuts top-1 to <= 25% of baseline and
+below matched-random heads, each by a one-sided exact test (docs/SPEC.md §6, docs/statistics.md)."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from headwatch.formatting import fmt_pct
+from headwatch.probes.record import MeasurementRecord
+from headwatch.probes.selectivity import induction_circuit
+from headwatch.schema import to_data
+from headwatch.spec import SPEC, Expectations, Thresholds
+from headwatch.stats import FISHER, RATIO_TEST
+
+from .. import synthetic as S
+from .. import trajectory as T
+from ..claim import Claim, NegativeControl, Threshold
+from ..registry import register_claim
+from ..synthetic import Ablations
+from ..verdict import CausalDetails, KeyFigure, Status, Verdict
+from ..judging import point as _point, rounded as _round, sig as _sig, with_interval as _with_interval, trajectory_claim as _trajectory_claim
+
+#: The claim's name (panels' xfail keys, --claims, JSON).
+NAME = "causal"
+
+
+def _count_pair(c: T.Top1Count | None) -> tuple[int, int] | None:
+    return None if c is None else (c.k, c.n)
+
+
+def _no_ablation(records: Sequence[MeasurementRecord], spec: Thresholds) -> Verdict:
+    """The causal verdict where no revision carries the circuit ablation: not applicable where the
+    records were measured with ablation off at every revision (the panel's ``ablation = "none"``) or
+    the final circuit is empty (nothing to ablate); otherwise not established (the evidence is missing)."""
+    recs = T.by_tokens(records)
+    if all(r.settings is not None and not r.settings.ablation for r in recs):
+        return Verdict(NAME, Status.NOT_APPLICABLE, "the records were measured without ablations "
+                       "(settings.ablation false at every revision: the panel's ablation = \"none\"): causal check not run",
+                       CausalDetails(), key="not run")
+    final = recs[-1]
+    if not induction_circuit(final.all_head_selectivity, spec.induction):
+        return Verdict(NAME, Status.NOT_APPLICABLE,
+                       f"no induction head at {final.revision}: nothing to ablate, causal check not applicable",
+                       CausalDetails(), key="not run")
+    return Verdict(NAME, Status.NOT_ESTABLISHED,
+                   "not established: no revision carries an induction-circuit ablation (missing: the ablation; "
+                   "measure the final revision with ablation on)", CausalDetails(missing=("induction-circuit ablation",)),
+                   key="no ablation")
+
+
+def judge_causal(records: Sequence[MeasurementRecord], expect: Expectations = Expectations(), spec: Thresholds = SPEC) -> Verdict:
+    """Causal check on the latest revision with ablations: circuit top-1 <= 25% of baseline and
+    below the matched-random control, each confirmed by a one-sided exact test on the top-1 counts
+    (p < alpha): the bar by :func:`headwatch.stats.ratio_below` (against "circuit >= 25% of
+    baseline"), the control by Fisher's test (against "circuit >= random").
+
+    Fails where a point rule fails (the cut, or circuit >= random); holds where both point rules
+    and both exact tests pass; consistent, not established where the point rules pass and an exact
+    test does not; not established where evidence is missing (no matched-random ablation, no top-1
+    counts, no ablation at all: the message names it); not applicable where the panel says the
+    model has no matched-random control (``no_matched_random``), the records were measured without
+    ablations, or the circuit is empty. The message says which control decided, the revision the
+    ablations were measured on where the record names another (``main``), and the paper's
+    figures beside the record's where the panel gives them (``paper_top1``: "paper reports").
+    """
+    max_share, alpha = spec.ablation_max_share, spec.causal_alpha
+    rec = T.last_with_ablations(records)
+    if rec is None:
+        return _no_ablation(records, spec)
+    on = T.ablations_measured_on(rec)
+    at = rec.revision + (f" (ablations measured on {on})" if on != rec.revision else "")
+    v = T.ablation_verdict(rec, max_share, alpha)
+    if v is None:
+        return Verdict(NAME, Status.NOT_ESTABLISHED,
+                       f"not established: at {at} the circuit ablation has no baseline (missing: task metrics)",
+                       CausalDetails(revision=rec.revision, measured_on=on, missing=("baseline task metrics",)),
+                       key="no baseline")
+    if not v.circuit_heads:  # ablating nothing tells nothing about a circuit
+        return Verdict(NAME, Status.NOT_APPLICABLE,
+                       f"the induction circuit ablated at {at} is empty: causal check not applicable",
+                       CausalDetails(revision=rec.revision, measured_on=on), key="not run")
+    note = rec.provenance.get("ablation_file", {}).get("relative_to", {}).get("matched_random")
+    final_circuit = T.layer_order(induction_circuit(rec.all_head_selectivity, spec.induction))
+    share = v.share_of_baseline
+    p_rnd, p_base = v.p_vs_random, v.p_vs_bar
+    has_random = v.random_top1 is not None
+    reconstructed = any(c is not None and c.reconstructed for c in (v.baseline_count, v.circuit_count, v.random_count))
+    message = (f"at {at}: top-1 {fmt_pct(v.baseline_top1, '.2f')} baseline, {fmt_pct(v.circuit_top1, '.2f')} with "
+               f"the circuit ({', '.join(v.circuit_heads)}) ablated"
+               + (f" = {fmt_pct(share, '.1f')} of baseline" if share is not None else "")
+               + f" (needs <= {fmt_pct(max_share)}), "
+               + (f"{fmt_pct(v.random_top1, '.2f')} with {len(v.random_heads)} matched-random heads ablated"  # type: ignore[arg-type]
+                  if has_random else "no matched-random control"))
+    if v.circuit_count is not None:
+        counts = ", ".join(f"{name} {c.k}/{c.n}" for name, c in (("baseline", v.baseline_count), ("circuit", v.circuit_count),
+                                                                   ("random", v.random_count)) if c is not None)
+        message += (f"; top-1 counts {counts}" + (" (reconstructed from the published rates x N)" if reconstructed else "")
+                    + f"; {FISHER}: circuit < random p = {'n/a' if p_rnd is None else format(p_rnd, '.3g')}; "
+                    f"{RATIO_TEST}: circuit < {100 * max_share:g}% of baseline p = "
+                    f"{'n/a' if p_base is None else format(p_base, '.3g')} (each needs < {alpha:g})")
+    else:
+        message += "; top-1 counts unknown (the record states no number of examples): no exact test"
+    if note:
+        message += f"; NOTE matched-random is matched to {note}"
+    missing = []
+    if not has_random:
+        missing.append("matched-random ablation")
+    if p_base is None or (has_random and p_rnd is None):
+        missing.append("top-1 counts")
+    if not v.cuts_enough:
+        status, decided = Status.FAILS, f"the cut: circuit top-1 is {fmt_pct(share, '.1f')} of baseline (> {fmt_pct(max_share)})"
+    elif has_random and not v.below_random:
+        status, decided = Status.FAILS, "the matched-random control: circuit top-1 is not below it"
+    elif not has_random and expect.no_matched_random:
+        status = Status.NOT_APPLICABLE
+        decided = f"the panel: this model has no matched-random control ({expect.no_matched_random})"
+        missing = [m for m in missing if m != "matched-random ablation"]
+    elif missing:
+        status, decided = Status.NOT_ESTABLISHED, "missing evidence: " + " and ".join(missing)
+    elif v.holds:
+        status = Status.HOLDS
+        decided = (f"both exact tests: the bar ({100 * max_share:g}% of baseline) p = {p_base:.3g}, matched random "
+                   f"p = {p_rnd:.3g} (< {alpha:g})")
+    else:
+        weak = [(name, p) for name, p, ok in ((f"the bar (circuit < {100 * max_share:g}% of baseline)", p_base,
+                                               v.meets_bar),
+                                              ("the control (circuit < matched random)", p_rnd, v.beats_random))
+                if not ok]
+        status = Status.CONSISTENT_NOT_ESTABLISHED
+        decided = ("the exact test of " + " and of ".join(f"{name} (p = {p:.3g})" for name, p in weak)
+                   + f", not below {alpha:g}; the point rules pass")
+    message += f"; {status.words}: " + (decided if status is Status.NOT_ESTABLISHED else f"decided by {decided}")
+    paper = expect.paper_top1
+    if paper is not None:
+        message += (f"; paper reports (not in these records, not used): top-1 {fmt_pct(paper.baseline, '.2f')} baseline, "
+                    f"{fmt_pct(paper.circuit, '.2f')} circuit, {fmt_pct(paper.matched_random, '.2f')} matched random"
+                    + (f" (the records' matched random, used: {fmt_pct(v.random_top1, '.2f')})" if has_random else ""))  # type: ignore[arg-type]
+    intervals = {}
+    if rec.intervals is not None:
+        named = {"baseline": rec.intervals.task_top1, "circuit": rec.intervals.ablation_top1.get("induction_circuit"),
+                 "random": rec.intervals.ablation_top1.get("matched_random")}
+        intervals = {k: (_round(b[0], 5), _round(b[1], 5)) for k, b in named.items() if b is not None}
+    details = CausalDetails(
+        revision=rec.revision, baseline_top1=v.baseline_top1, circuit_top1=v.circuit_top1,
+        random_top1=v.random_top1, share_of_baseline=_round(share), max_share=max_share,
+        cuts_enough=v.cuts_enough, beats_random=v.beats_random, circuit_heads=tuple(v.circuit_heads),
+        screen_circuit=tuple(final_circuit), circuit_matches_screen=sorted(v.circuit_heads) == sorted(final_circuit),
+        n_random_heads=len(v.random_heads), random_matched_to=note or "the induction circuit (docs/SPEC.md §4)",
+        baseline_count=_count_pair(v.baseline_count), circuit_count=_count_pair(v.circuit_count),
+        random_count=_count_pair(v.random_count), counts_reconstructed=reconstructed,
+        p_vs_random=_sig(p_rnd), p_vs_bar=_sig(p_base), alpha=alpha, top1_intervals=intervals,
+        measured_on=on, decided_by=decided, missing=tuple(missing),
+        paper_top1=None if paper is None else to_data(paper),
+    )
+    key = f"{fmt_pct(share, '.1f')} of base" + (f", p={p_base:.2g}" if p_base is not None and share is not None else "")
+    if v.random_top1 is not None and v.baseline_top1:
+        key += f" (rand {fmt_pct(v.random_top1 / v.baseline_top1, '.1f')}" + (f", p={p_rnd:.2g})" if p_rnd is not None else ")")
+        if note:
+            key += " \u2020"  # the control is matched to another head set: the report's footnote says so
+    elif not has_random:
+        key += " (no random control)"
+    figure = KeyFigure("circuit-ablated top-1 as a share of baseline", _round(share), max_share,
+                       method=RATIO_TEST + (" (counts reconstructed from rates x N)" if reconstructed else ""),
+                       p_value=_sig(p_base))
+    return Verdict(NAME, status, message, details, key=key,
+                   margin=None if share is None else _round(max_share - share), figure=figure)
+
+
+def _judge(records: Sequence[MeasurementRecord], expect: Expectations, spec: Thresholds, *,
+           total_tokens: float | None = None) -> Verdict:
+    return judge_causal(records, expect, spec)
+
+
+CLAIM = register_claim(Claim(
+    name=NAME, title="causal ablation",
+    question="Does ablating the final induction circuit cut top-1 to at most 25% of baseline, and below as many "
+             "matched-random heads?",
+    judge=_judge,
+    thresholds=(Threshold("circuit-ablated top-1 <= this share of baseline", "docs/SPEC.md §6", field="ablation_max_share"),
+                Threshold("the exact tests' alpha", "docs/statistics.md", field="causal_alpha"),
+                Threshold("induction head: induction selectivity >=", "docs/SPEC.md §2", field="induction")),
+    key_figure="circuit-ablated top-1 as a share of baseline, with the exact test's p-value",
+    reads=("induction",), details=CausalDetails, needs=("ablation",), test_module="test_causal_ablation.py",
+    negative_controls=(
+        NegativeControl("ablation_no_worse_than_random",
+                        "ablating the circuit hurts top-1 no more than the matched-random control",
+                        lambda: S.healthy(ablations=Ablations(baseline=0.05, circuit=0.01, random=0.005)), S.HEALTHY_EXPECT),
+        NegativeControl("ablation_barely_hurts", "ablating the circuit leaves 60% of baseline top-1",
+                        lambda: S.healthy(ablations=Ablations(baseline=0.05, circuit=0.03, random=0.045)), S.HEALTHY_EXPECT),
+    ),
+))
