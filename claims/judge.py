@@ -22,7 +22,7 @@ from headwatch.probes.record import MeasurementRecord, parse_head_key, TRAINING_
 from headwatch.probes.selectivity import bos_heads, induction_circuit
 from headwatch.schema import to_data
 from headwatch.spec import CLAIMS, FORMATION, SPEC, Expectations, Thresholds
-from headwatch.stats import FISHER, NESTED_DRAW, RATIO_TEST, REVISION_GRID, clopper_pearson, finite_or_none
+from headwatch.stats import NESTED_DRAW, REVISION_GRID, clopper_pearson, finite_or_none
 
 from . import trajectory as T
 from .verdict import (
@@ -501,7 +501,8 @@ def judge_f5(records: Sequence[MeasurementRecord], spec: Thresholds = SPEC) -> V
             parts[-1] += f" [PR {l.pr_series[l.crossed.index]:.3g} < {bar:.3g} at the crossing]"
     rise_values = [n.rises for n in nulls.values() if n.rises is not None]
     rise_holds = all(rise_values) if rise_values else None
-    informative = null.at_or_before < alpha
+    decisive = max(null.at_or_before, null.layer_matched)  # issue 43: both nulls must reject (docs/statistics.md)
+    informative = decisive < alpha
     if not res.holds:
         status = Status.FAILS
     elif not informative:
@@ -514,10 +515,10 @@ def judge_f5(records: Sequence[MeasurementRecord], spec: Thresholds = SPEC) -> V
                f"{', '.join(before) or 'none'}; {len(at)} at the crossing revision: {', '.join(at) or 'none'}): "
                + "; ".join(parts)
                + f"; null: {k} distinct heads drawn at random from all {null.n_heads} would all pass with "
-               f"p = {null.at_or_before:.3g} (exact)"
-               + (f" (>= {alpha:g}: F5 not informative)" if not informative else f" (< {alpha:g})")
-               + f", all strictly before with p = {null.before:.3g}; matched by layer (each random head from its "
-               f"final head's layer) p = {null.layer_matched:.3g} (reported, not asserted)")
+               f"p = {null.at_or_before:.3g} (exact), all strictly before with p = {null.before:.3g}; matched by "
+               f"layer (each random head from its final head's layer) p = {null.layer_matched:.3g}; the larger, "
+               f"{decisive:.3g}, decides"
+               + (f" (>= {alpha:g}: F5 not informative)" if not informative else f" (< {alpha:g})"))
     if rise_holds is not None:  # some head crosses after the first revision: its rise null exists too
         message += (f"; rise rule (PR >= {1 + spec.f5_rise_fraction:g}x its first value by the crossing): "
                     f"{sum(rise_values)}/{len(rise_values)} heads, null p = {null.rise:.3g}")
@@ -529,11 +530,12 @@ def judge_f5(records: Sequence[MeasurementRecord], spec: Thresholds = SPEC) -> V
                         informative=informative, before=before, at=at, n_heads_all=null.n_heads,
                         rise_fraction=spec.f5_rise_fraction, rise_holds=rise_holds,
                         rise_null_p=None if null.rise is None else _sig(null.rise),
-                        null_p_layer=_sig(null.layer_matched))
+                        null_p_layer=_sig(null.layer_matched), null_p_decisive=_sig(decisive))
     key = (f"{k - len(res.failing)} of {k} heads ({len(before)} before, {len(at)} at); null p {null.at_or_before:.2g}, "
            f"by layer {null.layer_matched:.2g}")
     figure = KeyFigure("fewest revisions by which PR elevation precedes the crossing", margin, 0.0,
-                       method=f"no interval; {NESTED_DRAW} (the null)", p_value=_sig(null.at_or_before))
+                       method=f"no interval; {NESTED_DRAW} (the larger of the all-heads and layer-matched nulls)",
+                       p_value=_sig(decisive))
     return Verdict("F5", status, message, details, key=key, margin=margin, figure=figure,
                    failing_heads=tuple(res.failing))
 
@@ -612,8 +614,8 @@ def judge_causal(records: Sequence[MeasurementRecord], expect: Expectations = _N
         counts = ", ".join(f"{name} {c.k}/{c.n}" for name, c in (("baseline", v.baseline_count), ("circuit", v.circuit_count),
                                                                    ("random", v.random_count)) if c is not None)
         message += (f"; top-1 counts {counts}" + (" (reconstructed from the published rates x N)" if reconstructed else "")
-                    + f"; {FISHER}: circuit < random p = {'n/a' if p_rnd is None else format(p_rnd, '.3g')}; "
-                    f"{RATIO_TEST}: circuit < {100 * max_share:g}% of baseline p = "
+                    + f"; {v.method_random}: circuit < random p = {'n/a' if p_rnd is None else format(p_rnd, '.3g')}; "
+                    f"{v.method_bar}: circuit < {100 * max_share:g}% of baseline p = "
                     f"{'n/a' if p_base is None else format(p_base, '.3g')} (each needs < {alpha:g})")
     else:
         message += "; top-1 counts unknown (the record states no number of examples): no exact test"
@@ -665,7 +667,7 @@ def judge_causal(records: Sequence[MeasurementRecord], expect: Expectations = _N
         n_random_heads=len(v.random_heads), random_matched_to=note or "the induction circuit (docs/SPEC.md §4)",
         baseline_count=_count_pair(v.baseline_count), circuit_count=_count_pair(v.circuit_count),
         random_count=_count_pair(v.random_count), counts_reconstructed=reconstructed,
-        p_vs_random=_sig(p_rnd), p_vs_bar=_sig(p_base), alpha=alpha, top1_intervals=intervals,
+        p_vs_random=_sig(p_rnd), p_vs_bar=_sig(p_base), method_random=v.method_random, method_bar=v.method_bar, alpha=alpha, top1_intervals=intervals,
         measured_on=on, decided_by=decided, missing=tuple(missing),
         paper_top1=None if paper is None else to_data(paper),
     )
@@ -677,7 +679,7 @@ def judge_causal(records: Sequence[MeasurementRecord], expect: Expectations = _N
     elif not has_random:
         key += " (no random control)"
     figure = KeyFigure("circuit-ablated top-1 as a share of baseline", _round(share), max_share,
-                       method=RATIO_TEST + (" (counts reconstructed from rates x N)" if reconstructed else ""),
+                       method=v.method_bar + (" (counts reconstructed from rates x N)" if reconstructed else ""),
                        p_value=_sig(p_base))
     return Verdict("causal", status, message, details, key=key,
                    margin=None if share is None else _round(max_share - share), figure=figure)
