@@ -12,7 +12,7 @@ top-1 counts. Each function states its method; the level defaults to SPEC's inte
   :func:`boschloo_less` the same construction against ratio 1 ordered by Fisher's p (Boschloo's test).
 - :func:`paired_ratio_below` / :func:`mcnemar_less`: the paired tests (the same examples scored with
   and without an ablation) of the bar and of circuit below matched random.
-- :func:`prediction_p` / :func:`permutation_min_p` / :func:`holm`: a candidate seed against its
+- :func:`prediction_p` / :func:`permutation_min_p` / :func:`holm_adjusted`: a candidate seed against its
   reference seeds (a t prediction interval on the log scale), and joint rules over several quantities.
 - :func:`binomial_at_least` / :func:`binomial_at_most`: exact binomial tails (a claim over a
   population's members: does it hold in most of them, or do the data exclude that?).
@@ -372,15 +372,15 @@ def permutation_min_p(p_candidate: float, p_members: Sequence[float]) -> float:
     return (1 + ties) / (len(p_members) + 1)
 
 
-def holm(pvalues: Sequence[float], alpha: float) -> list[bool]:
-    """Holm's step-down rejections at family-wise level ``alpha`` (valid under any dependence):
-    the i-th smallest p (from 0) is rejected while every smaller one is and it is below alpha / (m - i)."""
-    order = sorted(range(len(pvalues)), key=lambda i: pvalues[i])
-    out = [False] * len(pvalues)
+def holm_adjusted(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (valid under any dependence): the i-th smallest of m
+    (from 0) becomes max over j <= i of (m - j) p_(j), at most 1; a quantity is rejected at family-wise
+    level alpha where its adjusted p is below alpha."""
     m = len(pvalues)
+    order = sorted(range(m), key=lambda i: pvalues[i])
+    out = [1.0] * m
+    running = 0.0
     for rank, i in enumerate(order):
-        if pvalues[i] < alpha / (m - rank):
-            out[i] = True
-        else:
-            break
+        running = max(running, min(1.0, (m - rank) * pvalues[i]))
+        out[i] = running
     return out
