@@ -82,9 +82,11 @@ PREDICTION_INTERVAL = ("rank among the reference members (interval-censored: ove
 PLACEMENT_RULES: tuple[str, ...] = ("rank", "log-normal")
 #: How each rule decides over the several quantities compared, in words.
 JOINT_RULES: dict[str, str] = {
-    "rank": "permutation min-p (the candidate's smallest rank p against each reference member's own, each placed "
-            "against the others and the candidate; exact under exchangeability whatever the quantities' correlation)",
-    "log-normal": "Holm step-down over the quantities compared (valid under any dependence)",
+    # rank: each reference member's own smallest rank p (placed against the others and the candidate)
+    # calibrates the candidate's: exact under exchangeability whatever the quantities' correlation.
+    "rank": "permutation min-p",
+    # log-normal: valid under any dependence among the quantities.
+    "log-normal": "Holm step-down",
 }
 
 
@@ -676,8 +678,8 @@ def place(quantity: str, candidate: Member, reference: Sequence[Member], spec: T
                   f"; the log-normal rule does not apply ({why_not}): the rank rule decides")
     if not outlier:
         return result(Status.CONSISTENT_NOT_ESTABLISHED,
-                      f"consistent: within its siblings (nothing established: a rule that does not reject shows no "
-                      f"more): {candidate.id}'s {words} is {value.text(quantity)}, {rank} "
+                      f"within its siblings (consistent with them; a rule that does not reject establishes "
+                      f"nothing): {candidate.id}'s {words} is {value.text(quantity)}, {rank} "
                       f"({below} reference members below, {tied} tied"
                       + (f", {overlapping} either way (censored)" if overlapping else "")
                       + f", {above} above){rule_words}; {where}", **kw)
