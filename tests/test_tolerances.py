@@ -348,8 +348,8 @@ def test_f5_rise_fraction_just_failing():
     assert {h.head: h.rises for h in d.heads}[B] is False
 
 
-# ---- ablation_max_share (0.25): the bar has its own exact test (issue 33): circuit 363 of 2000 against
-# baseline 1600 (22.7% of it) establishes "below 25%" (p 0.0493); 364 (22.75%) does not (p 0.0542); 26% fails
+# ---- ablation_max_share (0.25): the bar has its own exact test (issues 33, 43): circuit 365 of 2000 against
+# baseline 1600 (22.8% of it) establishes "below 25%" (exact unconditional p 0.0473); 366 (22.9%) does not (p 0.0521); 26% fails
 
 
 def test_ablation_max_share_just_passing():
