@@ -16,7 +16,7 @@ import pytest
 
 import headwatch.claims.judge  # noqa: F401  (scipy once per process; see test_claim_tests_on_planted.py)
 from headwatch.claims.population import (
-    GridValue, Member, judge_claim_over, leave_one_out, place, population_report, population_table, spread,
+    GridValue, Member, audit, judge_claim_over, leave_one_out, place, population_report, population_table, spread,
 )
 from headwatch.claims.synthetic import HEALTHY_EXPECT
 from headwatch.claims.synthetic_population import (
@@ -566,3 +566,63 @@ def test_a_suite_shaped_population_from_an_evicted_cache(tmp_path, monkeypatch, 
     assert 'data-figure="population-pythia-160m/population_induction"' in html
     assert 'data-figure="pythia-14m-seed1/' not in html and not (tmp_path / "report" / "pythia-14m-seed1").exists()
     assert len(html) < 1_000_000
+
+
+# ---- issue 43: behaviours pinned at their boundaries ------------------------------------------------
+
+
+def _quantities(t_ind: float | None = None, f4: float | None = None, t_ind_above: float | None = None,
+                mid: str = "m", role: str = "reference") -> Member:
+    """A member with t_induction (reached, or known only to exceed ``t_ind_above``) and an F4 recall point."""
+    none = GridValue(None, undefined="not planted")
+    return Member(mid, role, None, {}, {"t_induction": GridValue(t_ind, None, censored_above=t_ind_above)
+                                        if t_ind is not None or t_ind_above is not None else none,
+                                        "t_bos50": none, "F3_ratio": none,
+                                        "F4_recall_point": GridValue(f4) if f4 is not None else none})
+
+
+def test_population_bounds_are_one_sided_at_the_stated_level():
+    """k / n's bounds are one-sided 95% (the inversions of the two one-sided tests at 0.05), not a
+    two-sided 95% interval: 5 of 5 has lower bound 0.05^(1/5) = 0.5493 (two-sided: 0.025^(1/5) = 0.478)."""
+    v = judge_claim_over("F1", planted_population((1,) * 5))
+    assert v.interval[0] == pytest.approx(0.05 ** (1 / 5), rel=1e-9) and v.interval[1] == 1.0
+    f = judge_claim_over("F1", planted_population((1,) * 5, defects={i: F1_DEFECT for i in range(5)}))
+    assert f.interval[1] == pytest.approx(1 - 0.05 ** (1 / 5), rel=1e-9) and f.interval[0] == 0.0
+
+
+def test_joint_rule_at_100_seeds_and_four_quantities():
+    """100 siblings, the late candidate beyond every one on t_induction (rank p 2 / 101): the
+    permutation min-p over the 4 quantities is 1 / 101 = 0.0099 < 0.05: it fails. Bonferroni over the
+    4 (the rule before issue 43) would give 8 / 101 = 0.079: a flag."""
+    members = planted_population(SIBLING_ONSETS * 20 + (5,), candidates=(100,))
+    t = audit(members[-1], members[:-1])["t_induction"]
+    assert t.family == 4 and t.p_extreme == pytest.approx(2 / 101) and t.p_joint == pytest.approx(1 / 101)
+    assert t.status is Status.FAILS and min(1.0, t.family * t.p_extreme) >= 0.05
+
+
+def test_the_same_event_needs_the_same_direction():
+    """An early circuit (t_induction below every sibling) and a late F4 recall point (above every
+    sibling) are two anomalies: the F4 flag is not marked the same event as t_induction."""
+    ref = [_quantities(t, f, mid=f"s{i}") for i, (t, f) in enumerate([(2e9, 0.01), (3e9, 0.012), (2.5e9, 0.011)])]
+    late_f4 = audit(_quantities(1e9, 0.02, mid="c", role="candidate"), ref)
+    assert late_f4["t_induction"].side == "below" and late_f4["F4_recall_point"].side == "above"
+    assert late_f4["F4_recall_point"].same_event_as == ""
+    same = audit(_quantities(5e9, 0.02, mid="c", role="candidate"), ref)  # late circuit, late recall: one event
+    assert same["F4_recall_point"].same_event_as == "t_induction"
+
+
+def test_a_candidate_at_a_censored_bound_ranks_below_the_members_that_never_reached_it():
+    """A member that never reached t_induction is known only to exceed its final tokens (bound b);
+    a candidate whose t_induction equals b is surely below that member (the bound itself is
+    excluded), not tied with it, and not beyond it."""
+    ref = [_quantities(t_ind_above=4e9, mid="never"), _quantities(1e9, mid="a"), _quantities(2e9, mid="b")]
+    p = place("t_induction", _quantities(4e9, mid="c", role="candidate"), ref)
+    assert (p.below, p.tied, p.overlapping, p.above) == (2, 0, 0, 1) and not p.outlier and p.rank == (3, 3)
+
+
+def test_placement_against_one_reference_seed_is_not_applicable():
+    one = [_quantities(1e9, mid="a")]
+    p = place("t_induction", _quantities(5e9, mid="c", role="candidate"), one)
+    assert p.status is Status.NOT_APPLICABLE and "needs at least 2" in p.message
+    two = one + [_quantities(2e9, mid="b")]
+    assert place("t_induction", _quantities(5e9, mid="c", role="candidate"), two).outlier
