@@ -626,3 +626,16 @@ def test_placement_against_one_reference_seed_is_not_applicable():
     assert p.status is Status.NOT_APPLICABLE and "needs at least 2" in p.message
     two = one + [_quantities(2e9, mid="b")]
     assert place("t_induction", _quantities(5e9, mid="c", role="candidate"), two).outlier
+
+
+def test_a_panel_declares_its_placement_rule():
+    """``placement`` in a population's entry picks the rule (rank where none is declared); two entries
+    of one population declaring different rules are refused, naming both."""
+    assert {p.name: p.placement for p in populations(parse(SUITE).models)} == {"pythia-14m": "rank", "pythia-160m": "rank"}
+    declared = SUITE.replace('candidates = [1234]\n', 'candidates = [1234]\nplacement = "log-normal"\n', 1)
+    assert {p.placement for p in populations(parse(declared).models)} == {"log-normal"}
+    clash = declared.replace('role = "candidate"\n', 'role = "candidate"\nplacement = "rank"\n')
+    with pytest.raises(PanelError, match="different placement rules .log-normal, rank."):
+        parse(clash)
+    with pytest.raises(PanelError, match="placement"):
+        parse(SUITE.replace('candidates = [1234]\n', 'candidates = [1234]\nplacement = "normal"\n', 1))
