@@ -192,7 +192,7 @@ def _staircase(order: "Callable[[np.ndarray, np.ndarray], np.ndarray]", k1: int,
     in x2 (a region closed under "fewer x1, more x2"), which only enlarges it (never anti-conservative).
     Vectorised bisection over x1: O(n2 log n1) evaluations of ``order``. Returns [n2 + 1] ints."""
     t0 = float(order(np.array([k1]), np.array([k2]))[0])
-    tol = t0 + 1e-9 * max(1.0, abs(t0)) if math.isfinite(t0) else t0
+    tol = t0 + 1e-9 * abs(t0)  # a relative tolerance for ties: the orderings are p-values, some far below 1e-9
     x2 = np.arange(n2 + 1)
     lo = np.full(n2 + 1, -1)  # order(lo) <= tol (or lo = -1)
     hi = np.full(n2 + 1, n1 + 1)  # order(hi) > tol (or hi = n1 + 1)

@@ -221,7 +221,7 @@ def test_f5_sensitivity_fractions():
 def test_causal_holds_and_names_both_controls():
     v = judge_causal(healthy())
     assert v.status is Status.HOLDS and v.details.decided_by.startswith("both exact tests: the bar (25% of baseline) p = ")
-    assert v.margin == pytest.approx(0.21) and v.key == "4.0% of base, p=8.1e-07 (rand 80.0%, p=8.4e-10)"
+    assert v.margin == pytest.approx(0.21) and v.key == "4.0% of base, p=8.1e-07 (rand 80.0%, p=4.2e-20)"
     assert v.details.n_random_heads == 3 and v.details.circuit_matches_screen is True
 
 
@@ -643,11 +643,11 @@ def test_causal_messages_and_keys():
     assert v.message == (
         "at step6: top-1 5.00% baseline, 0.20% with the circuit (L3_H0, L4_H1, L5_H2) ablated = 4.0% of baseline "
         "(needs <= 25%), 4.00% with 3 matched-random heads ablated; top-1 counts baseline 100/2000, circuit 4/2000, "
-        "random 80/2000; one-sided Boschloo exact unconditional test on top-1 counts: circuit < random p = 8.4e-10; "
+        "random 80/2000; one-sided Boschloo exact unconditional test on top-1 counts: circuit < random p = 4.23e-20; "
         "one-sided exact unconditional test of the ratio of two binomial top-1 rates (Boschloo's construction: "
         "ordered by the conditional binomial p, maximised over the baseline rate): circuit < 25% of baseline "
         "p = 8.08e-07 (each needs < 0.05); holds: decided by both exact tests: the bar (25% of baseline) "
-        "p = 8.08e-07, matched random p = 8.4e-10 (< 0.05)")
+        "p = 8.08e-07, matched random p = 4.23e-20 (< 0.05)")
     assert v.figure.method == v.details.method_bar == RATIO_TEST_UNCONDITIONAL and v.details.method_random == BOSCHLOO
     assert v.figure.p_value == 8.077e-07
     assert v.details.random_matched_to == "the induction circuit (docs/SPEC.md §4)"
