@@ -21,6 +21,7 @@ from headwatch.claims.synthetic import Ablations, controls_for, healthy
 from headwatch.claims.verdict import Status
 from headwatch.probes.record import ProbeSettings
 from headwatch.spec import Expectations, PaperTop1
+from headwatch.stats import ratio_below_unconditional
 
 
 def test_causal_ablation_of_induction_circuit(request, record_property, model_entry, model_records):
@@ -95,8 +96,6 @@ def test_negative_control_causal_bar_with_half_the_examples_ablated():
     """Unequal N: circuit 1 of 1000 against baseline 20 of 2000 (the same 10% share as 2 of 2000)
     carries half the evidence: the exact unconditional test gives p = 0.274 (the equal-N 1 vs 20 of
     2000: 0.046): consistent, not established."""
-    from headwatch.stats import ratio_below_unconditional
-
     assert ratio_below_unconditional(1, 1000, 20, 2000, 0.25) == pytest.approx(0.2736, abs=1e-4)
     assert ratio_below_unconditional(1, 2000, 20, 2000, 0.25) == pytest.approx(0.0460, abs=1e-4)
 

@@ -31,6 +31,7 @@ from fractions import Fraction
 
 import numpy as np
 from scipy import stats as _scipy_stats
+from scipy.optimize import minimize_scalar
 
 from headwatch.spec import SPEC
 
@@ -220,8 +221,6 @@ def maximise_over_nuisance(tail: "Callable[[np.ndarray], np.ndarray]", upper: fl
     """(max, argmax) of ``tail`` (a vectorised function of a rate in (0, upper]) over the nuisance
     rate: ``grid`` log-spaced rates from 1e-7 and ``grid`` evenly spaced, then the ``refined`` best
     local maxima of that grid each refined by a bounded scalar search between its neighbours."""
-    from scipy.optimize import minimize_scalar
-
     thetas = np.unique(np.concatenate([np.geomspace(1e-7 * upper, upper, grid), np.linspace(0, upper, grid + 1)[1:]]))
     values = tail(thetas)
     peaks = [i for i in range(len(thetas)) if (i == 0 or values[i] >= values[i - 1])
