@@ -782,3 +782,20 @@ def test_formation_conditions_not_declared_are_not_checked():
     assert v.details.unmet == ("t_induction step1 (needs between step1 and nope)",)
     v = judge_formation(healthy(), Expectations(formation=Formation(formed_within=FormationWindow(revisions=("nope", "step1")))))
     assert v.status is Status.FAILS
+
+
+def test_causal_uses_the_paired_tests_where_paired_outcomes_are_given():
+    """Records keep counts only (no per-example outcome): the unpaired tests decide. Where paired
+    outcomes are given, the paired tests do, and the method names say so."""
+    from headwatch.claims.trajectory import AblationVerdict, Top1Count
+    from headwatch.stats import MCNEMAR, RATIO_TEST_PAIRED, mcnemar_less, paired_ratio_below
+
+    counts = dict(baseline_count=Top1Count(20, 2000, False), circuit_count=Top1Count(1, 2000, False),
+                  random_count=Top1Count(27, 2000, False))
+    unpaired = AblationVerdict(0.01, 0.0005, 0.0135, ("L1_H0",), ("L2_H0",), 0.25, **counts)
+    assert unpaired.method_bar == RATIO_TEST_UNCONDITIONAL and unpaired.method_random == BOSCHLOO
+    assert unpaired.p_vs_bar == pytest.approx(0.04595, abs=1e-5)
+    paired = dataclasses.replace(unpaired, paired_bar=(1, 0, 19), paired_random=(0, 26))
+    assert paired.method_bar == RATIO_TEST_PAIRED and paired.method_random == MCNEMAR
+    assert paired.p_vs_bar == paired_ratio_below(1, 0, 19, 0.25) and paired.p_vs_random == mcnemar_less(0, 26)
+    assert paired.p_vs_random < 1e-7 and paired.meets_bar == (paired.p_vs_bar < 0.05)
