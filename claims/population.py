@@ -24,9 +24,12 @@ included), and this module reads only those verdicts and the trajectory quantiti
 - :func:`place` a candidate against the reference members: its rank range among the n + 1 values
   (a member whose interval overlaps the candidate's may lie on either side), and, where it lies
   outside every reference value, an **outlier flag** with the chance that an exchangeable member
-  lands at least that far out (either side; at least 2 / (n + 1)). :func:`audit` places a candidate
-  on every quantity at once: it fails only where that chance, times the number of quantities
-  compared (Bonferroni), is below ``SPEC.population_outlier_alpha``, and one event is counted once
+  lands at least that far out (either side; at least 2 / (n + 1)); inside the range it is
+  *consistent* with them (nothing established). :func:`audit` places a candidate on every quantity
+  at once under the population's rule (``placement``: "rank", the default, or "log-normal", a t
+  prediction interval on the log scale) and decides them jointly (the rank rule by a permutation
+  min-p over the quantities, the log-normal rule by Holm's step-down; issue 43): it fails only below
+  ``SPEC.population_outlier_alpha``, and one event is counted once
   (a late circuit moves t_induction, the F3 ratio and the F4 recall point: it is flagged on all
   three and judged on t_induction alone). Quantities of a claim that does not apply (the F3 ratio
   off DCLM) are not judged.
@@ -42,7 +45,10 @@ from dataclasses import dataclass, field, replace
 from headwatch.fixtures.panels import PanelModel, Population
 from headwatch.probes.record import MeasurementRecord
 from headwatch.spec import SPEC, Expectations, Thresholds
-from headwatch.stats import BINOMIAL_TEST, CLOPPER_PEARSON, binomial_at_least, binomial_at_most, clopper_pearson
+from headwatch.stats import (
+    BINOMIAL_TEST, CLOPPER_PEARSON, PREDICTION_T, binomial_at_least, binomial_at_most, clopper_pearson, holm_adjusted,
+    permutation_min_p, prediction_p,
+)
 
 from . import trajectory as T
 from .claim import GridValue, Quantity, fmt_for
@@ -107,6 +113,18 @@ def gate_verdict(verdicts: Mapping[str, Verdict]) -> Verdict | None:
 #: The method a placement states.
 PREDICTION_INTERVAL = ("rank among the reference members (interval-censored: overlapping values may lie on either "
                        "side); an exchangeable member's chance of landing at least as far out, either side")
+#: The placement rules a population may declare (``placement`` in its panel entry; issue 43): "rank"
+#: (the default: assumption-free, exchangeability only) or "log-normal" (a t prediction interval on
+#: the log scale: power at 5-10 seeds, assuming each quantity's logs are normal across seeds).
+PLACEMENT_RULES: tuple[str, ...] = ("rank", "log-normal")
+#: How each rule decides over the several quantities compared, in words.
+JOINT_RULES: dict[str, str] = {
+    # rank: each reference member's own smallest rank p (placed against the others and the candidate)
+    # calibrates the candidate's: exact under exchangeability whatever the quantities' correlation.
+    "rank": "permutation min-p",
+    # log-normal: valid under any dependence among the quantities.
+    "log-normal": "Holm step-down",
+}
 
 
 # ---- one member ---------------------------------------------------------------------------------
@@ -476,9 +494,10 @@ class Placement:
     member exchangeable with the reference, the chance of a rank at least this far out on either
     side (twice the one-sided (n + 1 - below) / (n + 1) or (n + 1 - above) / (n + 1), at most 1:
     ties and overlaps count against the candidate). ``family``: the quantities compared for this
-    candidate; ``p_adjusted`` = min(1, family x p_extreme), the Bonferroni bound that decides:
-    "fails" only below ``alpha``. ``same_event_as``: the quantity whose flag is the same event
-    (counted there, not here).
+    candidate; ``p_adjusted``: the joint p that decides (``p_joint``; the quantity alone where no
+    joint rule was applied): "fails" only below ``alpha``. ``same_event_as``: the quantity whose
+    flag is the same event (counted there, not here). Inside the range the status is "consistent,
+    not established": a rule that does not reject establishes nothing.
     """
 
     quantity: str
@@ -499,6 +518,20 @@ class Placement:
     same_event_as: str
     status: Status
     message: str
+    #: the rule that decided (issue 43): "rank" or "log-normal" (:data:`PLACEMENT_RULES`); ``p_rule``
+    #: its p for this quantity (the rank rule's is ``p_extreme``; the log-normal rule's the t prediction
+    #: p, None where it does not apply and the rank rule decides instead: ``rule`` then says "rank")
+    rule: str = "rank"
+    p_rule: float | None = None
+    #: the joint rule over the quantities compared (:data:`JOINT_RULES`) and its p for the candidate
+    #: (the rank rule's permutation min-p; None under Holm, which compares each p with its own level)
+    joint_rule: str = ""
+    p_joint: float | None = None
+
+    @property
+    def inside(self) -> bool:
+        """Within the reference members' range (consistent with them: nothing is established)."""
+        return not self.outlier and self.status is Status.CONSISTENT_NOT_ESTABLISHED
 
     @property
     def rank(self) -> tuple[int, int]:
@@ -519,29 +552,67 @@ class Placement:
                 "below": self.below, "tied": self.tied, "overlapping": self.overlapping, "above": self.above,
                 "reference": self.reference, "outlier": self.outlier, "flag": self.flag, "side": self.side,
                 "p_extreme": self.p_extreme, "family": self.family, "p_adjusted": self.p_adjusted, "alpha": self.alpha,
-                "same_event_as": self.same_event_as or None, "method": PREDICTION_INTERVAL,
+                "same_event_as": self.same_event_as or None,
+                "method": PREDICTION_T if self.rule == "log-normal" else PREDICTION_INTERVAL, "rule": self.rule,
+                "p_rule": self.p_rule, "joint_rule": self.joint_rule or None, "p_joint": self.p_joint,
                 "status": self.status.value, "message": self.message}
 
 
 def min_members_to_fail(family: int, alpha: float) -> int:
-    """The fewest reference members with which a candidate beyond all of them can fail:
-    the least n with family x 2 / (n + 1) < alpha (40 for one quantity at 0.05, 160 for four)."""
+    """The fewest reference members with which a candidate beyond all of them on one quantity can
+    fail under Bonferroni over ``family`` quantities (the rule before issue 43, reported for
+    comparison): the least n with family x 2 / (n + 1) < alpha (40 for one quantity at 0.05, 160 for four).
+    Under the permutation min-p rule that decides now it is ``min_members_to_fail(1, alpha)``
+    whatever the number of quantities (the candidate's 2 / (n + 1) ties at least the member at the
+    other end)."""
     n = 1
     while family * 2 / (n + 1) >= alpha:
         n += 1
     return n
 
 
+def _rank_p(c: tuple[float, float], ref: Sequence[tuple[float, float]]) -> tuple[int, int, int, int, float]:
+    """(below, tied, overlapping, above, p_extreme) of value ``c`` among the values ``ref``: the chance
+    that an exchangeable member lands at least that far out, either side (ties and overlaps against it)."""
+    rel = [_relation(c, m) for m in ref]
+    below, above, tied = rel.count(1), rel.count(-1), rel.count(0)
+    n = len(ref)
+    p_up, p_down = (n + 1 - below) / (n + 1), (n + 1 - above) / (n + 1)
+    return below, tied, rel.count(None), above, min(1.0, 2 * min(p_up, p_down))
+
+
+def _lognormal_p(value: GridValue, reference: Sequence[GridValue]) -> tuple[float | None, str]:
+    """The t prediction p of ``value`` among ``reference`` on the log scale, or (None, why not): the
+    rule needs every reference value reached (a censored one has no place in a mean) and some spread."""
+    if any(v.value is None for v in reference):
+        return None, "a reference value is censored (not reached by the final revision)"
+    refs = [float(v.value) for v in reference]  # type: ignore[arg-type]
+    if value.value is not None:
+        p = prediction_p(refs, value.value)
+    else:
+        p = prediction_p(refs, value.censored_above, censored_above=True)  # type: ignore[arg-type]
+    if p is None:
+        return None, ("the reference values do not spread (every member on one revision)" if len(set(refs)) < 2
+                      else "a value is not positive")
+    return p, ""
+
+
 def place(quantity: str, candidate: Member, reference: Sequence[Member], spec: Thresholds = SPEC, *,
-          family: int = 1, same_event_as: str = "") -> Placement:
-    """``candidate``'s value of ``quantity`` against the reference members' (see :class:`Placement`);
-    ``family``: how many quantities the candidate is compared on (:func:`audit` sets it)."""
+          family: int = 1, same_event_as: str = "", rule: str = "rank",
+          joint: tuple[str, float, bool] | None = None) -> Placement:
+    """``candidate``'s value of ``quantity`` against the reference members' (see :class:`Placement`).
+
+    ``rule``: the population's placement rule (:data:`PLACEMENT_RULES`). ``joint``: (joint rule in
+    words, the candidate's joint p, whether this quantity fails under it), which :func:`audit` sets
+    after comparing every quantity; without it the quantity is decided alone (its own p < alpha).
+    ``family``: how many quantities the candidate is compared on (reported)."""
     fmt = _fmt(quantity)
     words = quantity_words(quantity)
     alpha = spec.population_outlier_alpha
     value = candidate.quantities[quantity]
     sp = spread(quantity, reference)
-    ref = [v.bounds for v in sp.values.values() if v.bounds is not None]
+    ref_values = [v for v in sp.values.values() if v.bounds is not None]
+    ref = [v.bounds for v in ref_values]
     n = len(ref)
 
     def result(status: Status, message: str, **kw) -> Placement:
@@ -568,24 +639,34 @@ def place(quantity: str, candidate: Member, reference: Sequence[Member], spec: T
     if value.value is None and all(math.isinf(b[1]) for b in ref):
         return result(Status.NOT_APPLICABLE, f"{words} is reached by neither {candidate.id} nor any of the {n} "
                                              "reference members by their final revisions: nothing to compare")
-    rel = [_relation(c, m) for m in ref]
-    below, above, tied = rel.count(1), rel.count(-1), rel.count(0)
-    overlapping = rel.count(None)
+    below, tied, overlapping, above, p_extreme = _rank_p(c, ref)
     outlier = below == n or above == n
     side = "above" if below == n else "below" if above == n else ""
-    p_up, p_down = (n + 1 - below) / (n + 1), (n + 1 - above) / (n + 1)
-    p_extreme = min(1.0, 2 * min(p_up, p_down))
-    p_adjusted = min(1.0, family * p_extreme)
+    used, p_rule, why_not = "rank", p_extreme, ""
+    if rule == "log-normal":
+        p_t, why_not = _lognormal_p(value, ref_values)
+        if p_t is not None:
+            used, p_rule = "log-normal", p_t
+    if joint is None:
+        joint_words, p_joint, fails = "", p_rule, p_rule < alpha
+    else:
+        joint_words, p_joint, fails = joint
     lo_r, hi_r = below + 1, below + tied + overlapping + 1
     rank = f"rank {lo_r}" + (f"-{hi_r}" if hi_r != lo_r else "") + f" of {n + 1}"
     where = (f"the {n} reference members: {sp.text()}")
     kw = dict(below=below, tied=tied, overlapping=overlapping, above=above, outlier=outlier, side=side,
-              p_extreme=p_extreme, p_adjusted=p_adjusted)
+              p_extreme=p_extreme, p_adjusted=p_joint, rule=used, p_rule=p_rule, joint_rule=joint_words,
+              p_joint=p_joint)
+    rule_words = ("" if used == "rank" and rule == "rank" else
+                  f"; t prediction p on the log scale {p_rule:.3g}" if used == "log-normal" else
+                  f"; the log-normal rule does not apply ({why_not}): the rank rule decides")
     if not outlier:
-        return result(Status.HOLDS, f"within its siblings: {candidate.id}'s {words} is {value.text(quantity)}, {rank} "
-                                    f"({below} reference members below, {tied} tied"
-                                    + (f", {overlapping} either way (censored)" if overlapping else "")
-                                    + f", {above} above); {where}", **kw)
+        return result(Status.CONSISTENT_NOT_ESTABLISHED,
+                      f"within its siblings (consistent with them; a rule that does not reject establishes "
+                      f"nothing): {candidate.id}'s {words} is {value.text(quantity)}, {rank} "
+                      f"({below} reference members below, {tied} tied"
+                      + (f", {overlapping} either way (censored)" if overlapping else "")
+                      + f", {above} above){rule_words}; {where}", **kw)
     placed = _placed().get(quantity)
     later = "later" if placed is None or placed[1].grows_with_time else "larger"
     earlier = "earlier" if later == "later" else "smaller"
@@ -593,32 +674,66 @@ def place(quantity: str, candidate: Member, reference: Sequence[Member], spec: T
               f"{p_extreme:.3g} (2 of the {n + 1} ranks)" if p_extreme == 2 / (n + 1) else
               f"a member of the population lands at least this far out (either side) with probability {p_extreme:.3g}")
     fact = (f"{candidate.id}'s {words} is {value.text(quantity)}, {later if side == 'above' else earlier} than every "
-            f"one of the {n} reference members ({rank}; {where}); {chance}")
+            f"one of the {n} reference members ({rank}; {where}); {chance}{rule_words}")
     if same_event_as:
         return result(Status.CONSISTENT_NOT_ESTABLISHED,
                       f"outlier (flag), the same event as {same_event_as} (counted once, there): {fact}", **kw)
-    bonferroni = f" x {family} quantities compared = {p_adjusted:.3g}" if family > 1 else ""
-    if p_adjusted < alpha:
-        return result(Status.FAILS, f"outlier (fails): {fact}{bonferroni} < alpha {alpha:g}: it does not belong with them",
+    decided = (f"; {joint_words} over {family} quantities: joint p = {p_joint:.3g}" if joint_words else "")
+    if fails:
+        return result(Status.FAILS, f"outlier (fails): {fact}{decided} < alpha {alpha:g}: it does not belong with them",
                       **kw)
-    need = min_members_to_fail(family, alpha)
+    need = min_members_to_fail(1, alpha)
     return result(Status.CONSISTENT_NOT_ESTABLISHED,
-                  f"outlier (flag): {fact}{bonferroni}, not below alpha {alpha:g}: a flag, not a failure"
-                  + (f" ({n} reference members cannot show it: a candidate beyond all of them fails from {need} members on)"
-                     if n < need else ""), **kw)
+                  f"outlier (flag): {fact}{decided}, not below alpha {alpha:g}: a flag, not a failure"
+                  + (f" ({n} reference members cannot show it under the rank rule: a candidate beyond all of them "
+                     f"fails from {need} members on)" if used == "rank" and n < need else ""), **kw)
 
 
-def audit(candidate: Member, reference: Sequence[Member], spec: Thresholds = SPEC) -> dict[str, Placement]:
-    """``candidate`` placed on every quantity: flags grouped by event (:func:`same_event`, counted
-    once), each decided with the Bonferroni bound over the quantities compared."""
-    first = {q: place(q, candidate, reference, spec) for q in quantities_of([candidate, *reference])}
-    family = sum(p.status not in (Status.NOT_APPLICABLE, Status.NOT_JUDGED) for p in first.values())
+def _member_min_p(member: Member, others: Sequence[Member], quantities: Sequence[str]) -> float | None:
+    """The smallest rank p of ``member`` over ``quantities``, placed against ``others`` (None: no value)."""
+    ps = []
+    for q in quantities:
+        mine = member.quantities[q].bounds if member.judged and _applies(member, q) else None
+        theirs = [o.quantities[q].bounds for o in others if o.judged and _applies(o, q)]
+        theirs = [b for b in theirs if b is not None]
+        if mine is None or len(theirs) < 2:
+            continue
+        ps.append(_rank_p(mine, theirs)[4])
+    return min(ps) if ps else None
+
+
+def audit(candidate: Member, reference: Sequence[Member], spec: Thresholds = SPEC,
+          rule: str = "rank") -> dict[str, Placement]:
+    """``candidate`` placed on every quantity under the population's ``rule``: flags grouped by event
+    (:func:`same_event`, counted once), the quantities decided jointly (:data:`JOINT_RULES`): under
+    the rank rule by the permutation min-p over the quantities compared (each reference member's own
+    smallest rank p, placed against the others and the candidate, calibrates the candidate's); under
+    the log-normal rule by Holm's step-down over the quantities' p (the rank p where the t
+    prediction interval does not apply)."""
+    if rule not in PLACEMENT_RULES:
+        raise ValueError(f"placement rule {rule!r}: allowed {', '.join(PLACEMENT_RULES)}")
+    alpha = spec.population_outlier_alpha
+    first = {q: place(q, candidate, reference, spec, rule=rule) for q in quantities_of([candidate, *reference])}
+    compared = [q for q, p in first.items() if p.status not in (Status.NOT_APPLICABLE, Status.NOT_JUDGED)]
+    family = max(1, len(compared))
+    joint: dict[str, tuple[str, float, bool]] = {}
+    if compared and rule == "rank":
+        p_c = min(first[q].p_extreme for q in compared)  # type: ignore[type-var]
+        members = [m for m in reference if m.judged]
+        mins = [_member_min_p(m, [o for o in members if o is not m] + [candidate], compared) for m in members]
+        p_joint = permutation_min_p(p_c, [p for p in mins if p is not None])
+        for q in compared:
+            joint[q] = (JOINT_RULES["rank"], p_joint, p_joint < alpha and first[q].p_extreme <= p_c + 1e-12)
+    elif compared:
+        adjusted = holm_adjusted([first[q].p_rule for q in compared])  # type: ignore[misc]
+        for q, a in zip(compared, adjusted):
+            joint[q] = (JOINT_RULES["log-normal"], a, a < alpha)
     out: dict[str, Placement] = {}
     for q, p in first.items():
         cause = next((c for c, side in same_event(q, p.side) if first[c].outlier and first[c].side == side),
                      "") if p.outlier else ""
-        out[q] = place(q, candidate, reference, spec, family=max(1, family), same_event_as=cause) \
-            if p.status not in (Status.NOT_APPLICABLE, Status.NOT_JUDGED) else replace(p, family=max(1, family))
+        out[q] = place(q, candidate, reference, spec, family=family, same_event_as=cause, rule=rule, joint=joint[q]) \
+            if q in joint else replace(p, family=family)
     return out
 
 
@@ -679,7 +794,7 @@ class PopulationReport:
 
     @property
     def failing_candidates(self) -> int:
-        """Placements that fail (an outlier beyond the Bonferroni bound; flags do not count)."""
+        """Placements that fail (an outlier the joint rule rejects; flags do not count)."""
         return sum(p.status is Status.FAILS for ps in self.placements.values() for p in ps.values())
 
     @property
@@ -717,11 +832,12 @@ def judge_population(population: Population, records: Mapping[str, Sequence[Meas
         recs = records.get(m.id)
         if recs:
             members.append(judge_member(m, recs, spec))
-    return population_report(population.id, members, spec)
+    return population_report(population.id, members, spec, getattr(population, "placement", "rank"))
 
 
-def population_report(name: str, members: Sequence[Member], spec: Thresholds = SPEC) -> PopulationReport:
-    """:func:`judge_population` from members already judged."""
+def population_report(name: str, members: Sequence[Member], spec: Thresholds = SPEC,
+                      rule: str = "rank") -> PopulationReport:
+    """:func:`judge_population` from members already judged; ``rule``: the population's placement rule."""
     out = PopulationReport(name, list(members))
     ref = out.reference
     judged = {c for m in ref for c in m.verdicts}
@@ -729,7 +845,7 @@ def population_report(name: str, members: Sequence[Member], spec: Thresholds = S
     out.claims = {c: judge_claim_over(c, ref, name, spec) for c in claims}
     out.spreads = {q: spread(q, ref) for q in quantities_of(ref)}
     out.loo = {q: leave_one_out(q, ref) for q in quantities_of(ref)}
-    out.placements = {c.id: audit(c, ref, spec) for c in out.candidates}
+    out.placements = {c.id: audit(c, ref, spec, rule) for c in out.candidates}
     return out
 
 
@@ -750,7 +866,7 @@ def population_table(report: PopulationReport) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["SCREEN_QUANTITIES", "quantities", "quantities_of", "quantity_claim", "quantity_words", "same_event", "gate_verdict", "GridValue", "Member", "PopulationClaim", "Extent", "Spread",
+__all__ = ["PLACEMENT_RULES", "JOINT_RULES", "SCREEN_QUANTITIES", "quantities", "quantities_of", "quantity_claim", "quantity_words", "same_event", "gate_verdict", "GridValue", "Member", "PopulationClaim", "Extent", "Spread",
            "Placement", "LeaveOneOut", "PopulationReport", "member_quantities", "member_of", "member_from_verdicts",
            "judge_member", "judge_claim_over", "spread", "place", "audit", "min_members_to_fail", "leave_one_out", "judge_population",
            "population_report", "population_table"]

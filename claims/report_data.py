@@ -230,7 +230,7 @@ def population_reports(models: Sequence[PanelModel], reports: Sequence[ModelRepo
         if any(not m.member.is_candidate for m in have):  # type: ignore[union-attr]
             members = [by_id[m.id].member or member_from_verdicts(m, by_id[m.id].records, by_id[m.id].verdicts)
                        for m in have]
-            out.append(population_report(pop.id, members))
+            out.append(population_report(pop.id, members, rule=pop.placement))
     return out
 
 

@@ -327,7 +327,7 @@ def _candidates_cell(report: PopulationReport) -> str:
     places = [p for ps in report.placements.values() for p in ps.values()]
     fails = sum(p.status is Status.FAILS for p in places)
     flags = sum(p.outlier and p.status is not Status.FAILS for p in places)
-    inside = sum(p.status is Status.HOLDS for p in places)
+    inside = sum(p.inside for p in places)
     word = FAILS if fails else CONSISTENT if flags else HOLDS
     bg, fg = STATUS_STYLE[word]
     return (f'<td class="cell compact" style="background:{bg}"><span class="st" style="color:{fg}">'
@@ -420,9 +420,10 @@ def population_candidates(report: PopulationReport) -> str:
     for cid, placements in report.placements.items():
         for q, p in placements.items():
             word = p.status.words
-            label = p.flag.upper() if p.outlier else STATUS_LABEL[word] if p.status is not Status.HOLDS else "within"
+            label = p.flag.upper() if p.outlier else "within (consistent)" if p.inside else STATUS_LABEL[word]
             rows.append(f"<tr><td class='nowrap'>{escape(cid)}</td><td>{escape(q)}</td>"
-                        f"<td style='color:{STATUS_STYLE[word][1]};font-weight:bold'>{escape(label)}</td>"
+                        f"<td style='color:{STATUS_STYLE[word][1]};font-weight:bold'>{escape(label)}"
+                        f"<br><span class='key'>rule: {escape(p.rule)}</span></td>"
                         f"<td class='msg'>{escape(p.message)}</td></tr>")
     return ("<h3>Candidates against the reference members</h3><table class='hw' data-candidates='1'><tr><th>candidate"
             "</th><th>quantity</th><th>place</th><th>in words</th></tr>" + "".join(rows) + "</table>")

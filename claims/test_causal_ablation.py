@@ -22,6 +22,7 @@ from headwatch.claims.synthetic import Ablations, healthy
 from headwatch.claims.verdict import Status
 from headwatch.probes.record import ProbeSettings
 from headwatch.spec import Expectations, PaperTop1
+from headwatch.stats import ratio_below_unconditional
 
 
 def test_causal_ablation_of_induction_circuit(request, record_property, model_entry, model_records):
@@ -82,13 +83,22 @@ def test_causal_measured_without_ablations_is_not_applicable():
 
 
 def test_negative_control_causal_bar_met_at_the_point_but_not_established():
-    """Circuit 1 vs baseline 20 of 2000 (5% of baseline: the point rule passes with room to spare)
-    and vs random 40: below random (p < 1e-9), but "circuit < 25% of baseline" has p = 0.0576 on
-    these counts (the published OLMo 1B's): consistent, not established, never "holds"."""
-    verdict = judge_causal(healthy(ablations=Ablations(baseline=0.01, circuit=0.0005, random=0.02)))
+    """Circuit 1 vs baseline 19 of 2000 (5.3% of baseline: the point rule passes with room to spare)
+    and vs random 40: below random (p < 1e-9), but "circuit < 25% of baseline" has p = 0.0556 by the
+    exact unconditional test on these counts: consistent, not established, never "holds" (the
+    published OLMo 1B's 1 vs 20 gives 0.046 and is established)."""
+    verdict = judge_causal(healthy(ablations=Ablations(baseline=0.0095, circuit=0.0005, random=0.02)))
     assert verdict.status is Status.CONSISTENT_NOT_ESTABLISHED, verdict.message
-    assert verdict.details.p_vs_bar == pytest.approx(0.0576, abs=1e-4) and verdict.details.p_vs_random < 1e-4
-    assert verdict.details.decided_by.startswith("the exact test of the bar (circuit < 25% of baseline) (p = 0.0576)")
+    assert verdict.details.p_vs_bar == pytest.approx(0.0556, abs=1e-4) and verdict.details.p_vs_random < 1e-4
+    assert verdict.details.decided_by.startswith("the exact test of the bar (circuit < 25% of baseline) (p = 0.0556)")
+
+
+def test_negative_control_causal_bar_with_half_the_examples_ablated():
+    """Unequal N: circuit 1 of 1000 against baseline 20 of 2000 (the same 10% share as 2 of 2000)
+    carries half the evidence: the exact unconditional test gives p = 0.274 (the equal-N 1 vs 20 of
+    2000: 0.046): consistent, not established."""
+    assert ratio_below_unconditional(1, 1000, 20, 2000, 0.25) == pytest.approx(0.2736, abs=1e-4)
+    assert ratio_below_unconditional(1, 2000, 20, 2000, 0.25) == pytest.approx(0.0460, abs=1e-4)
 
 
 def test_causal_names_the_revision_the_ablations_were_measured_on_and_the_papers_figures():
@@ -112,7 +122,7 @@ def test_negative_control_causal_empty_circuit_is_not_judged():
 
 
 def test_causal_point_rules_without_significance_are_not_established():
-    """5 vs 11 of 2000 (Pythia's published counts): circuit below random at the point, p = 0.10."""
+    """5 vs 11 of 2000 (Pythia's published counts): circuit below random at the point, Boschloo's p = 0.100."""
     verdict = judge_causal(healthy(ablations=Ablations(baseline=0.0405, circuit=0.0025, random=0.0055)))
     assert verdict.status is Status.CONSISTENT_NOT_ESTABLISHED, verdict.message
-    assert verdict.details.p_vs_random == pytest.approx(0.1046, abs=1e-3)
+    assert verdict.details.p_vs_random == pytest.approx(0.1002, abs=1e-4)

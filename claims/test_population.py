@@ -34,7 +34,7 @@ BUILT_IN_QUANTITIES = ("t_induction", "t_bos50", "F3_ratio", "F4_recall_point")
 
 
 def only_the_built_in_quantities() -> None:
-    """Skip a planted case computed for the built-in quantities' Bonferroni family where a researcher's
+    """Skip a planted case computed for the built-in quantities' joint family where a researcher's
     registered claim adds a quantity of its own to it (the family, and so the numbers, differ)."""
     extra = [q for q in quantities() if q not in BUILT_IN_QUANTITIES]
     if extra:
@@ -78,20 +78,24 @@ def test_negative_control_claim_failing_in_every_member_fails():
 
 
 def test_negative_control_candidate_beyond_160_siblings_fails_once():
-    """160 siblings form at 1e9-3e9 tokens, the candidate at 1e11: beyond every one on t_induction,
-    2 / 161 x 4 quantities = 0.0497 < 0.05: it fails there, and the F3 ratio and F4 recall point it
-    moves are the same event (flagged, counted once)."""
+    """160 siblings form at 1e9-3e9 tokens, the candidate at 1e11: beyond every one on t_induction
+    (rank p 2 / 161); no sibling lies as far out on any quantity (each member's own smallest rank p
+    is larger), so the permutation min-p over the 4 quantities is 1 / 161 < 0.05: it fails there,
+    and the F3 ratio and F4 recall point it moves are the same event (flagged, counted once)."""
     only_the_built_in_quantities()
     members = planted_population(MANY_SIBLING_ONSETS + (5,), candidates=(160,))
     places = audit(members[-1], members[:-1])
     t = places["t_induction"]
     assert t.outlier and t.side == "above" and t.status is Status.FAILS, t.message
-    assert t.rank == (161, 161) and t.p_extreme == pytest.approx(2 / 161) and t.p_adjusted == pytest.approx(8 / 161)
+    assert t.rank == (161, 161) and t.p_extreme == pytest.approx(2 / 161) and t.p_joint == pytest.approx(1 / 161)
+    assert t.rule == "rank" and t.joint_rule == "permutation min-p" and t.p_adjusted == t.p_joint
     assert t.message.startswith("outlier (fails): seed160's t_induction is 100B (20B, 100B], later than every one of the 160 ")
-    assert t.message.endswith("(2 of the 161 ranks) x 4 quantities compared = 0.0497 < alpha 0.05: it does not belong with them")
+    assert t.message.endswith("(2 of the 161 ranks); permutation min-p over 4 quantities: joint p = 0.00621 < alpha 0.05: "
+                              "it does not belong with them")
     assert [places[q].same_event_as for q in ("F3_ratio", "F4_recall_point")] == ["t_induction", "t_induction"]
-    assert [places[q].status for q in quantities()] == [Status.FAILS, Status.HOLDS, Status.CONSISTENT_NOT_ESTABLISHED,
-                                                      Status.CONSISTENT_NOT_ESTABLISHED]
+    assert [places[q].status for q in quantities()] == [Status.FAILS, Status.CONSISTENT_NOT_ESTABLISHED,
+                                                      Status.CONSISTENT_NOT_ESTABLISHED, Status.CONSISTENT_NOT_ESTABLISHED]
+    assert places["t_bos50"].inside and not places["F3_ratio"].inside
 
 
 def test_negative_control_member_that_did_not_form_is_not_judged_never_a_pass():
@@ -108,10 +112,13 @@ def test_negative_control_member_that_did_not_form_is_not_judged_never_a_pass():
 # ---- the rule's other sides -----------------------------------------------------------------------
 
 
-def test_candidate_inside_its_siblings_passes():
+def test_candidate_inside_its_siblings_is_consistent_not_established():
+    """Inside the siblings' range a candidate is consistent with them: a rank that does not reject
+    establishes nothing, so the status is "consistent, not established" (a skip), never "holds"."""
     members = planted_population(SIBLING_ONSETS + (2,), candidates=(5,))
     p = audit(members[-1], members[:-1])["t_induction"]
-    assert not p.outlier and p.status is Status.HOLDS and p.rank == (4, 6), p.message
+    assert not p.outlier and p.inside and p.status is Status.CONSISTENT_NOT_ESTABLISHED and p.rank == (4, 6), p.message
+    assert p.message.startswith("within its siblings (consistent with them; a rule that does not reject establishes nothing)")
 
 
 def test_candidate_beyond_five_siblings_is_a_flag_not_a_failure():
@@ -120,7 +127,31 @@ def test_candidate_beyond_five_siblings_is_a_flag_not_a_failure():
     members = planted_population(SIBLING_ONSETS + (5,), candidates=(5,))
     p = audit(members[-1], members[:-1])["t_induction"]
     assert p.outlier and p.status is Status.CONSISTENT_NOT_ESTABLISHED and p.flag == "outlier (flag)", p.message
-    assert p.p_extreme == pytest.approx(1 / 3) and "fails from 160 members on" in p.message
+    assert p.p_extreme == pytest.approx(1 / 3) and "fails from 40 members on" in p.message
+    assert p.rule == "rank" and p.p_joint == pytest.approx(1 / 6)  # no sibling as far out: 1 / (5 + 1)
+
+
+def test_log_normal_rule_fails_the_late_candidate_against_five_siblings():
+    """The rule a panel may declare for power at 5-10 seeds: a t prediction interval on log tokens.
+    The same late candidate (1e11 against 1e9-3e9) is far outside it: p = 0.0032, x 4 quantities
+    (Holm's first step) = 0.0128 < 0.05: it fails, and the verdict says which rule decided."""
+    only_the_built_in_quantities()
+    members = planted_population(SIBLING_ONSETS + (5,), candidates=(5,))
+    places = audit(members[-1], members[:-1], rule="log-normal")
+    t = places["t_induction"]
+    assert t.status is Status.FAILS and t.rule == "log-normal" and t.joint_rule == "Holm step-down", t.message
+    assert t.p_rule == pytest.approx(0.003207, abs=1e-6) and t.p_joint == pytest.approx(4 * t.p_rule) and t.family == 4
+    assert "t prediction p on the log scale 0.00321" in t.message
+    assert places["F4_recall_point"].same_event_as == "t_induction" and places["F4_recall_point"].status is not Status.FAILS
+
+
+def test_negative_control_log_normal_rule_keeps_a_sibling_like_candidate():
+    """Planted negative control of the log-normal rule: a candidate drawn like its siblings (onset 2)
+    lies inside: consistent, never a failure."""
+    members = planted_population(SIBLING_ONSETS + (2,), candidates=(5,))
+    places = audit(members[-1], members[:-1], rule="log-normal")
+    assert all(p.status is not Status.FAILS for p in places.values()), [p.message for p in places.values()]
+    assert places["t_induction"].inside and places["t_induction"].rule == "log-normal"
 
 
 def test_all_of_five_establish_a_claim_and_four_do_not():

@@ -16,7 +16,10 @@ from headwatch.probes.participation import is_elevated
 from headwatch.probes.record import MeasurementRecord, TaskMetrics, parse_head_key
 from headwatch.probes.selectivity import bos_fraction, bos_heads, induction_circuit
 from headwatch.spec import SPEC
-from headwatch.stats import count_from_rate, fisher_less, nested_draw_probability, ratio_below
+from headwatch.stats import (
+    BOSCHLOO, MCNEMAR, RATIO_TEST_PAIRED, RATIO_TEST_UNCONDITIONAL, boschloo_less, count_from_rate, mcnemar_less,
+    nested_draw_probability, paired_ratio_below, ratio_below_unconditional,
+)
 from headwatch.validation import InputError
 
 
@@ -561,9 +564,15 @@ class AblationVerdict:
 
     The point rules (``cuts_enough``: circuit top-1 <= max_share x baseline; ``below_random``:
     circuit top-1 < random top-1) and the exact tests on the counts (None where counts are unknown):
-    ``p_vs_random`` (one-sided Fisher, circuit below random) and ``p_vs_bar`` (circuit below
-    max_share x baseline: :func:`headwatch.stats.ratio_below`). ``beats_random`` and ``meets_bar``
-    need p < alpha: the bar is established, not only met at the point estimate.
+    ``p_vs_random`` (circuit below random) and ``p_vs_bar`` (circuit below max_share x baseline).
+    On two independent counts (the records keep counts only): Boschloo's exact unconditional test
+    (:func:`headwatch.stats.boschloo_less`) and the exact unconditional ratio test
+    (:func:`headwatch.stats.ratio_below_unconditional`); where per-example outcomes were paired
+    (``paired_bar``: examples correct in both passes, with the ablation only, at baseline only;
+    ``paired_random``: circuit-ablated correct only, matched-random correct only), the paired tests
+    (:func:`headwatch.stats.paired_ratio_below`, :func:`headwatch.stats.mcnemar_less`).
+    ``beats_random`` and ``meets_bar`` need p < alpha: the bar is established, not only met at the
+    point estimate.
     """
 
     baseline_top1: float
@@ -576,6 +585,18 @@ class AblationVerdict:
     baseline_count: Top1Count | None = None
     circuit_count: Top1Count | None = None
     random_count: Top1Count | None = None
+    #: (both, ablated only, baseline only) correct, on the same examples; None: not recorded.
+    paired_bar: tuple[int, int, int] | None = None
+    #: (circuit-ablated only, matched-random only) correct, on the same examples; None: not recorded.
+    paired_random: tuple[int, int] | None = None
+
+    @property
+    def method_bar(self) -> str:
+        return RATIO_TEST_PAIRED if self.paired_bar is not None else RATIO_TEST_UNCONDITIONAL
+
+    @property
+    def method_random(self) -> str:
+        return MCNEMAR if self.paired_random is not None else BOSCHLOO
 
     @property
     def share_of_baseline(self) -> float | None:
@@ -591,14 +612,18 @@ class AblationVerdict:
 
     @property
     def p_vs_random(self) -> float | None:
+        if self.paired_random is not None:
+            return mcnemar_less(*self.paired_random)
         c, r = self.circuit_count, self.random_count
-        return None if c is None or r is None else fisher_less(c.k, c.n, r.k, r.n)
+        return None if c is None or r is None else boschloo_less(c.k, c.n, r.k, r.n)
 
     @property
     def p_vs_bar(self) -> float | None:
         """Exact one-sided p against "circuit top-1 >= max_share x baseline" (small: the cut is established)."""
+        if self.paired_bar is not None:
+            return paired_ratio_below(*self.paired_bar, self.max_share)
         c, b = self.circuit_count, self.baseline_count
-        return None if c is None or b is None else ratio_below(c.k, c.n, b.k, b.n, self.max_share)
+        return None if c is None or b is None else ratio_below_unconditional(c.k, c.n, b.k, b.n, self.max_share)
 
     @property
     def beats_random(self) -> bool:

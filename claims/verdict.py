@@ -341,7 +341,8 @@ class F5Details:
     pr_bar: float | None = None
     #: the null: exact probability that as many random distinct heads would all be elevated at or
     #: before the final heads' crossings (``null_p``), strictly before (``null_p_before``); F5 is
-    #: "not informative" (consistent, not established) unless null_p < null_alpha
+    #: "not informative" (consistent, not established) unless both this and the layer-matched null
+    #: are below null_alpha (``null_p_decisive``)
     null_p: float | None = None
     null_p_before: float | None = None
     null_alpha: float | None = None
@@ -355,9 +356,11 @@ class F5Details:
     rise_holds: bool | None = None
     #: the rise rule's null probability (reported, not asserted)
     rise_null_p: float | None = None
-    #: the level rule's null with each random head drawn from its final head's layer (reported beside
-    #: ``null_p``, not asserted)
+    #: the level rule's null with each random head drawn from its final head's layer
     null_p_layer: float | None = None
+    #: the null that decides (issue 43): the larger of ``null_p`` and ``null_p_layer``; F5 is
+    #: informative only where it is below null_alpha
+    null_p_decisive: float | None = None
 
 
 @dataclass(frozen=True)
@@ -382,10 +385,13 @@ class CausalDetails:
     circuit_count: tuple[int, int] | None = None
     random_count: tuple[int, int] | None = None
     counts_reconstructed: bool = False
-    #: one-sided exact p-values: circuit top-1 below matched random (Fisher) / below max_share x
-    #: baseline (the bar: headwatch.stats.ratio_below)
+    #: one-sided exact p-values: circuit top-1 below matched random (Boschloo's test; McNemar's on
+    #: paired outcomes) / below max_share x baseline (the bar: the exact unconditional ratio test;
+    #: the paired ratio test on paired outcomes), named in ``method_random`` / ``method_bar``
     p_vs_random: float | None = None
     p_vs_bar: float | None = None
+    method_random: str | None = None
+    method_bar: str | None = None
     alpha: float | None = None
     #: exact (Clopper-Pearson) intervals of the three top-1 rates, where the record carries counts
     top1_intervals: Mapping[str, tuple[float, float]] = field(default_factory=dict)

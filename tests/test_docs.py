@@ -124,7 +124,7 @@ def test_the_panel_example_is_a_table_the_schema_accepts():
     model = convert(ModelEntry, entry, "[[models]]")
     assert set(entry) == {"name", "description", "repo", "source", "revisions", "total_tokens", "dtype",
                           "attn_implementation", "trust_remote_code", "allow_pickle", "hub_cache_dir", "ablation",
-                          "config", "seeds", "sizes", "seed_repos", "population", "role", "candidates", "tokens",
+                          "config", "seeds", "sizes", "seed_repos", "population", "role", "placement", "candidates", "tokens",
                           "probe", "expect", "organism"}, "a key of the schema is missing from the example"
     assert model.expect.xfail["F4"].key == (0.4, 0.8) and model.expect.formation.min_top1_final == 0.5
     misspelt = {**entry, "expect": {**entry["expect"], "bos_shap": "ramp"}}

@@ -43,6 +43,12 @@ DEFECTS: dict[tuple[str, str, str], str] = {
     ("headwatch/stats.py", "clopper_pearson", "ValueError"): "counts computed by headwatch from validated records",
     ("headwatch/stats.py", "fisher_less", "ValueError"): "counts computed by headwatch from validated records",
     ("headwatch/stats.py", "ratio_below", "ValueError"): "counts from validated records; the ratio is SPEC's",
+    ("headwatch/stats.py", "_check_counts", "ValueError"): "counts computed by headwatch from validated records",
+    ("headwatch/stats.py", "ratio_below_unconditional", "ValueError"): "the ratio is SPEC's ablation_max_share",
+    ("headwatch/stats.py", "mcnemar_less", "ValueError"): "discordant counts headwatch computes from paired outcomes",
+    ("headwatch/stats.py", "paired_ratio_below", "ValueError"): "paired counts headwatch computes; the ratio is SPEC's",
+    ("claims/population.py", "audit", "ValueError"): "the rule comes from a panel key the schema restricts to "
+                                                     "PLACEMENT_RULES (fixtures/panels/schema.py)",
     ("headwatch/stats.py", "count_from_rate", "ValueError"): "its one caller with user data (claims/trajectory.py:"
                                                            "top1_count) turns it into an InputError",
     ("headwatch/stats.py", "bootstrap_weights", "ValueError"): "sizes from a validated ProbeSettings",

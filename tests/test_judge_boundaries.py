@@ -24,6 +24,7 @@ from headwatch.claims.synthetic import (
 )
 from headwatch.claims.verdict import Point, Status
 from headwatch.probes.record import RecordIntervals
+from headwatch.stats import BOSCHLOO, RATIO_TEST_UNCONDITIONAL
 from headwatch.spec import SPEC, Deviation, Expectations, Formation, FormationWindow, PaperTop1
 
 
@@ -220,7 +221,7 @@ def test_f5_sensitivity_fractions():
 def test_causal_holds_and_names_both_controls():
     v = judge_causal(healthy())
     assert v.status is Status.HOLDS and v.details.decided_by.startswith("both exact tests: the bar (25% of baseline) p = ")
-    assert v.margin == pytest.approx(0.21) and v.key == "4.0% of base, p=1.8e-06 (rand 80.0%, p=5.1e-20)"
+    assert v.margin == pytest.approx(0.21) and v.key == "4.0% of base, p=8.1e-07 (rand 80.0%, p=4.2e-20)"
     assert v.details.n_random_heads == 3 and v.details.circuit_matches_screen is True
 
 
@@ -232,23 +233,24 @@ def test_causal_point_rule_failures_say_which():
 
 
 def test_causal_both_exact_tests_short():
-    """Circuit 2 of 2000, baseline 8 (share 25%: the bar's p = 0.678), random 8 (p = 0.054): both tests short of 0.05."""
+    """Circuit 2 of 2000, baseline 8 (share 25%: the bar's p = 0.714), random 8 (Boschloo's p = 0.0518): both tests
+    short of 0.05."""
     v = judge_causal(healthy(ablations=Ablations(baseline=0.004, circuit=0.001, random=0.004)))
     assert v.status is Status.CONSISTENT_NOT_ESTABLISHED
-    assert v.details.decided_by.startswith("the exact test of the bar (circuit < 25% of baseline) (p = 0.678) and of "
-                                           "the control (circuit < matched random) (p = 0.0545)")
+    assert v.details.decided_by.startswith("the exact test of the bar (circuit < 25% of baseline) (p = 0.714) and of "
+                                           "the control (circuit < matched random) (p = 0.0518)")
 
 
 def test_causal_bar_point_estimate_met_but_not_established():
-    """Circuit 2 of 2000 against baseline 26 (7.7% of baseline, well under the 25% bar), random 80:
-    given the 28 correct answers, P(Bin(28, 0.2) <= 2) = 0.061 >= 0.05: consistent, not established;
-    baseline 28 (p = 0.044) establishes it."""
-    short = judge_causal(healthy(ablations=Ablations(baseline=0.013, circuit=0.001, random=0.04)))
-    assert short.status is Status.CONSISTENT_NOT_ESTABLISHED and short.details.p_vs_bar == pytest.approx(0.0612, abs=1e-4)
+    """Circuit 2 of 2000 against baseline 25 (8% of baseline, well under the 25% bar), random 80:
+    the exact unconditional test gives p = 0.0584 >= 0.05: consistent, not established; baseline
+    26 (p = 0.0488; the conditional test before issue 43: 0.0612) establishes it."""
+    short = judge_causal(healthy(ablations=Ablations(baseline=0.0125, circuit=0.001, random=0.04)))
+    assert short.status is Status.CONSISTENT_NOT_ESTABLISHED and short.details.p_vs_bar == pytest.approx(0.0584, abs=1e-4)
     assert short.details.cuts_enough and short.details.decided_by.startswith(
-        "the exact test of the bar (circuit < 25% of baseline) (p = 0.0612)")
-    enough = judge_causal(healthy(ablations=Ablations(baseline=0.014, circuit=0.001, random=0.04)))
-    assert enough.status is Status.HOLDS and enough.details.p_vs_bar == pytest.approx(0.0442, abs=1e-4)
+        "the exact test of the bar (circuit < 25% of baseline) (p = 0.0584)")
+    enough = judge_causal(healthy(ablations=Ablations(baseline=0.013, circuit=0.001, random=0.04)))
+    assert enough.status is Status.HOLDS and enough.details.p_vs_bar == pytest.approx(0.0488, abs=1e-4)
 
 
 def test_causal_a_record_that_names_its_own_revision_says_nothing_more():
@@ -548,12 +550,12 @@ def test_f5_messages_and_keys():
         "(10x earlier), 6% of all heads elevated by then; L4_H1: PR elevated step1, crosses 50x step1, 6% of all "
         "heads elevated by then; L5_H2: PR elevated step3, crosses 50x step5 (10x earlier), 9% of all heads "
         "elevated by then; null: 3 distinct heads drawn at random from all 32 would all pass with p = 6.72e-05 "
-        "(exact) (< 0.05), all strictly before with p = 0; matched by layer (each random head from its final head's "
-        "layer) p = 0.0156 (reported, not asserted); rise rule (PR >= 1.5x its first value by the crossing): "
-        "2/3 heads, null p = 0"))
+        "(exact), all strictly before with p = 0; matched by layer (each random head from its final head's "
+        "layer) p = 0.0156; the larger, 0.0156, decides (< 0.05); rise rule (PR >= 1.5x its first value by the "
+        "crossing): 2/3 heads, null p = 0"))
     # by layer: A, B and C are each the one head of their layer (of 4) elevated by their crossing: (1/4)^3
     assert v.details.null_p_layer == 0.01562
-    assert v.details.pr_bar == pytest.approx(7.3) and v.figure.p_value == 6.72e-05
+    assert v.details.pr_bar == pytest.approx(7.3) and v.figure.p_value == v.details.null_p_decisive == 0.01562
     assert [h.level_null_share for h in v.details.heads] == [0.0625, 0.0625, 0.0938]
     assert [h.before_null_share for h in v.details.heads] == [0.0312, 0.0312, 0.0938]
     assert [h.rise_null_share for h in v.details.heads] == [0.0312, 0.0312, 0.0625]
@@ -641,20 +643,22 @@ def test_causal_messages_and_keys():
     assert v.message == (
         "at step6: top-1 5.00% baseline, 0.20% with the circuit (L3_H0, L4_H1, L5_H2) ablated = 4.0% of baseline "
         "(needs <= 25%), 4.00% with 3 matched-random heads ablated; top-1 counts baseline 100/2000, circuit 4/2000, "
-        "random 80/2000; one-sided Fisher exact test on top-1 counts: circuit < random p = 5.06e-20; one-sided exact "
-        "conditional binomial test of the ratio of two top-1 counts: circuit < 25% of baseline p = 1.77e-06 (each "
-        "needs < 0.05); holds: decided by both exact tests: the bar (25% of baseline) p = 1.77e-06, matched random "
-        "p = 5.06e-20 (< 0.05)")
-    assert v.figure.method == "one-sided exact conditional binomial test of the ratio of two top-1 counts"
-    assert v.figure.p_value == 1.766e-06
+        "random 80/2000; one-sided Boschloo exact unconditional test on top-1 counts: circuit < random p = 4.23e-20; "
+        "one-sided exact unconditional test of the ratio of two binomial top-1 rates (Boschloo's construction: "
+        "ordered by the conditional binomial p, maximised over the baseline rate): circuit < 25% of baseline "
+        "p = 8.08e-07 (each needs < 0.05); holds: decided by both exact tests: the bar (25% of baseline) "
+        "p = 8.08e-07, matched random p = 4.23e-20 (< 0.05)")
+    assert v.figure.method == v.details.method_bar == RATIO_TEST_UNCONDITIONAL and v.details.method_random == BOSCHLOO
+    assert v.figure.p_value == 8.077e-07
     assert v.details.random_matched_to == "the induction circuit (docs/SPEC.md §4)"
     none = judge_causal(healthy(ablations=Ablations(random=None)),
                         Expectations(paper_top1=PaperTop1(baseline=0.05, circuit=0.001, matched_random=0.03)))
-    assert none.key == "4.0% of base, p=1.8e-06 (no random control)" and none.message == (
+    assert none.key == "4.0% of base, p=8.1e-07 (no random control)" and none.message == (
         "at step6: top-1 5.00% baseline, 0.20% with the circuit (L3_H0, L4_H1, L5_H2) ablated = 4.0% of baseline "
-        "(needs <= 25%), no matched-random control; top-1 counts baseline 100/2000, circuit 4/2000; one-sided Fisher "
-        "exact test on top-1 counts: circuit < random p = n/a; one-sided exact conditional binomial test of the ratio "
-        "of two top-1 counts: circuit < 25% of baseline p = 1.77e-06 (each needs < 0.05); not "
+        "(needs <= 25%), no matched-random control; top-1 counts baseline 100/2000, circuit 4/2000; one-sided Boschloo "
+        "exact unconditional test on top-1 counts: circuit < random p = n/a; one-sided exact unconditional test of the "
+        "ratio of two binomial top-1 rates (Boschloo's construction: ordered by the conditional binomial p, maximised "
+        "over the baseline rate): circuit < 25% of baseline p = 8.08e-07 (each needs < 0.05); not "
         "established: missing evidence: matched-random ablation; paper reports (not in these records, not used): "
         "top-1 5.00% baseline, 0.10% circuit, 3.00% matched random")
 
@@ -677,17 +681,17 @@ def test_causal_with_a_zero_baseline():
 
 def test_causal_exact_test_at_alpha_is_not_below_it():
     """The exact test's p equal to alpha does not pass: p < alpha is needed."""
-    from headwatch.stats import fisher_less
+    from headwatch.stats import boschloo_less
 
-    spec = dataclasses.replace(SPEC, causal_alpha=fisher_less(10, 2000, 20, 2000))
+    spec = dataclasses.replace(SPEC, causal_alpha=boschloo_less(10, 2000, 20, 2000))
     v = judge_causal(healthy(ablations=Ablations(baseline=0.1, circuit=0.005, random=0.01)), spec=spec)
     assert v.status is Status.CONSISTENT_NOT_ESTABLISHED and v.details.p_vs_random == pytest.approx(spec.causal_alpha, rel=1e-3)
 
 
 def test_causal_bar_test_at_alpha_is_not_below_it():
-    from headwatch.stats import ratio_below
+    from headwatch.stats import ratio_below_unconditional
 
-    spec = dataclasses.replace(SPEC, causal_alpha=ratio_below(2, 2000, 28, 2000, 0.25))  # circuit 2 vs baseline 28
+    spec = dataclasses.replace(SPEC, causal_alpha=ratio_below_unconditional(2, 2000, 28, 2000, 0.25))  # 2 vs baseline 28
     v = judge_causal(healthy(ablations=Ablations(baseline=0.014, circuit=0.001, random=0.04)), spec=spec)
     assert v.status is Status.CONSISTENT_NOT_ESTABLISHED and v.details.decided_by.startswith("the exact test of the bar")
 
@@ -778,3 +782,20 @@ def test_formation_conditions_not_declared_are_not_checked():
     assert v.details.unmet == ("t_induction step1 (needs between step1 and nope)",)
     v = judge_formation(healthy(), Expectations(formation=Formation(formed_within=FormationWindow(revisions=("nope", "step1")))))
     assert v.status is Status.FAILS
+
+
+def test_causal_uses_the_paired_tests_where_paired_outcomes_are_given():
+    """Records keep counts only (no per-example outcome): the unpaired tests decide. Where paired
+    outcomes are given, the paired tests do, and the method names say so."""
+    from headwatch.claims.trajectory import AblationVerdict, Top1Count
+    from headwatch.stats import MCNEMAR, RATIO_TEST_PAIRED, mcnemar_less, paired_ratio_below
+
+    counts = dict(baseline_count=Top1Count(20, 2000, False), circuit_count=Top1Count(1, 2000, False),
+                  random_count=Top1Count(27, 2000, False))
+    unpaired = AblationVerdict(0.01, 0.0005, 0.0135, ("L1_H0",), ("L2_H0",), 0.25, **counts)
+    assert unpaired.method_bar == RATIO_TEST_UNCONDITIONAL and unpaired.method_random == BOSCHLOO
+    assert unpaired.p_vs_bar == pytest.approx(0.04595, abs=1e-5)
+    paired = dataclasses.replace(unpaired, paired_bar=(1, 0, 19), paired_random=(0, 26))
+    assert paired.method_bar == RATIO_TEST_PAIRED and paired.method_random == MCNEMAR
+    assert paired.p_vs_bar == paired_ratio_below(1, 0, 19, 0.25) and paired.p_vs_random == mcnemar_less(0, 26)
+    assert paired.p_vs_random < 1e-7 and paired.meets_bar == (paired.p_vs_bar < 0.05)

@@ -16,7 +16,7 @@ import pytest
 
 import headwatch.claims.judge  # noqa: F401  (scipy once per process; see test_claim_tests_on_planted.py)
 from headwatch.claims.population import (
-    GridValue, Member, judge_claim_over, leave_one_out, place, population_report, population_table, spread,
+    GridValue, Member, audit, judge_claim_over, leave_one_out, place, population_report, population_table, spread,
 )
 from headwatch.claims.synthetic import HEALTHY_EXPECT
 from headwatch.claims.synthetic_population import (
@@ -196,7 +196,8 @@ def test_a_censored_ratio_is_ranked_as_an_interval_not_as_infinity():
     may lie below, between or above them (rank 1-3 of 3), not "larger than every member"."""
     ref = [_member("a", 33.3), _member("b", 100.0)]
     p = place("F3_ratio", _member("c", above=10.0, role="candidate"), ref)
-    assert not p.outlier and p.status is Status.HOLDS and p.rank == (1, 3) and p.overlapping == 2, p.message
+    assert not p.outlier and p.status is Status.CONSISTENT_NOT_ESTABLISHED and p.inside and p.rank == (1, 3) \
+        and p.overlapping == 2, p.message
     assert "2 either way (censored)" in p.message
     # a bound beyond every reached value is surely larger: "> 150x" against 33.3x and 100x
     q = place("F3_ratio", _member("d", above=150.0, role="candidate"), ref)
@@ -324,9 +325,10 @@ def run_population_module(pytester, case: str, candidate_onset: int, copies: int
 def test_population_claim_test_fails_when_the_claim_fails_in_every_member(pytester):
     """F1 fails in all 5 reference members: excluded (p = 1/32), the test fails; F2, F4, F5 and
     causal hold in 5 of 5 (established one-sided: p = 1/32); F3 holds in 3 (the onset-2 members'
-    grid straddles 10x): consistent, not established."""
+    grid straddles 10x): consistent, not established. The candidate (onset 2) lies inside on every
+    quantity: consistent with its siblings, a skip (nothing established)."""
     result = run_population_module(pytester, "f1_fails_in_every_member", candidate_onset=2)
-    result.assert_outcomes(failed=1, passed=8, skipped=1)
+    result.assert_outcomes(failed=1, passed=4, skipped=5)
     out = result.stdout.str()
     assert "FAILED test_population.py::test_claim_across_population[planted-F1]" in out
     assert "F1 fails over population planted: holds in 0 of 5" in out and "the data exclude it: 0 of 5 gives p = 0.0312" in out
@@ -335,19 +337,20 @@ def test_population_claim_test_fails_when_the_claim_fails_in_every_member(pytest
 def test_candidate_test_flags_a_late_candidate_and_fails_it_only_beyond_160_siblings(pytester):
     """Onset 5 (1e11 tokens) against 5 siblings at 1e9-3e9: t_induction, the F3 ratio and the F4
     recall point are beyond them all: flags (skipped, with the chance said), no failure. Against
-    160 siblings the same candidate fails once, on t_induction; the F3 ratio and F4 recall point are
-    the same event. Onset 2 lies inside on every quantity."""
+    160 siblings the same candidate fails once, on t_induction (the permutation min-p: 1 / 161, no
+    sibling as far out on any quantity); the F3 ratio and F4 recall point are the same event."""
     flagged = run_population_module(pytester, "outlier", candidate_onset=5)
-    flagged.assert_outcomes(passed=6, skipped=4)  # F3 over the members and three flags skip
+    flagged.assert_outcomes(passed=5, skipped=5)  # F3 over the members, three flags and t_bos50 inside skip
     out = flagged.stdout.str()
     assert "seed5 in planted: outlier (flag): seed5's t_induction is 100B" in out and "SKIPPED" in out
     many = run_population_module(pytester, "outlier", candidate_onset=5, copies=32)
-    many.assert_outcomes(failed=1, passed=7, skipped=2)
+    many.assert_outcomes(failed=1, passed=6, skipped=3)
     out = many.stdout.str()
     assert "FAILED test_population.py::test_candidate_within_population[cand-t_induction]" in out
-    assert "outlier (flag), the same event as t_induction" in out and "x 4 quantities compared = 0.0497 < alpha 0.05" in out
+    assert "outlier (flag), the same event as t_induction" in out
+    assert "permutation min-p over 4 quantities: joint p = 0.00621 < alpha 0.05" in out  # 1 / 161: no member ties
     inside = run_population_module(pytester, "inside", candidate_onset=2)
-    inside.assert_outcomes(passed=9, skipped=1)
+    inside.assert_outcomes(passed=5, skipped=5)  # inside on every quantity: consistent, a skip
 
 
 # ---- the report: member x claim grid, trajectories on one figure per quantity --------------------------
@@ -475,7 +478,7 @@ def test_headwatch_judge_prints_the_population_and_exits_1_only_for_a_failing_pl
     assert placed["t_induction"]["outlier"] is True and placed["t_induction"]["status"] == "consistent_not_established"
     assert placed["F4_recall_point"]["same_event_as"] == "t_induction" and placed["F3_ratio"]["status"] == "not_applicable"
     code, data, printed = run(2)
-    assert code == 0 and "candidate p-seed5 t_induction: holds: within its siblings" in printed
+    assert code == 0 and "candidate p-seed5 t_induction: consistent, not established: within its siblings" in printed
     code, data, printed = run(5, MANY_SIBLING_ONSETS)
     assert code == 1 and "candidate p-seed160 t_induction: outlier (fails): p-seed160's" in printed
     # --seeds 0-4: the candidate (seed 5) is not selected; the population is judged without it
@@ -563,3 +566,76 @@ def test_a_suite_shaped_population_from_an_evicted_cache(tmp_path, monkeypatch, 
     assert 'data-figure="population-pythia-160m/population_induction"' in html
     assert 'data-figure="pythia-14m-seed1/' not in html and not (tmp_path / "report" / "pythia-14m-seed1").exists()
     assert len(html) < 1_000_000
+
+
+# ---- issue 43: behaviours pinned at their boundaries ------------------------------------------------
+
+
+def _quantities(t_ind: float | None = None, f4: float | None = None, t_ind_above: float | None = None,
+                mid: str = "m", role: str = "reference") -> Member:
+    """A member with t_induction (reached, or known only to exceed ``t_ind_above``) and an F4 recall point."""
+    none = GridValue(None, undefined="not planted")
+    return Member(mid, role, None, {}, {"t_induction": GridValue(t_ind, None, censored_above=t_ind_above)
+                                        if t_ind is not None or t_ind_above is not None else none,
+                                        "t_bos50": none, "F3_ratio": none,
+                                        "F4_recall_point": GridValue(f4) if f4 is not None else none})
+
+
+def test_population_bounds_are_one_sided_at_the_stated_level():
+    """k / n's bounds are one-sided 95% (the inversions of the two one-sided tests at 0.05), not a
+    two-sided 95% interval: 5 of 5 has lower bound 0.05^(1/5) = 0.5493 (two-sided: 0.025^(1/5) = 0.478)."""
+    v = judge_claim_over("F1", planted_population((1,) * 5))
+    assert v.interval[0] == pytest.approx(0.05 ** (1 / 5), rel=1e-9) and v.interval[1] == 1.0
+    f = judge_claim_over("F1", planted_population((1,) * 5, defects={i: F1_DEFECT for i in range(5)}))
+    assert f.interval[1] == pytest.approx(1 - 0.05 ** (1 / 5), rel=1e-9) and f.interval[0] == 0.0
+
+
+def test_joint_rule_at_100_seeds_and_four_quantities():
+    """100 siblings, the late candidate beyond every one on t_induction (rank p 2 / 101): the
+    permutation min-p over the 4 quantities is 1 / 101 = 0.0099 < 0.05: it fails. Bonferroni over the
+    4 (the rule before issue 43) would give 8 / 101 = 0.079: a flag."""
+    members = planted_population(SIBLING_ONSETS * 20 + (5,), candidates=(100,))
+    t = audit(members[-1], members[:-1])["t_induction"]
+    assert t.family == 4 and t.p_extreme == pytest.approx(2 / 101) and t.p_joint == pytest.approx(1 / 101)
+    assert t.status is Status.FAILS and min(1.0, t.family * t.p_extreme) >= 0.05
+
+
+def test_the_same_event_needs_the_same_direction():
+    """An early circuit (t_induction below every sibling) and a late F4 recall point (above every
+    sibling) are two anomalies: the F4 flag is not marked the same event as t_induction."""
+    ref = [_quantities(t, f, mid=f"s{i}") for i, (t, f) in enumerate([(2e9, 0.01), (3e9, 0.012), (2.5e9, 0.011)])]
+    late_f4 = audit(_quantities(1e9, 0.02, mid="c", role="candidate"), ref)
+    assert late_f4["t_induction"].side == "below" and late_f4["F4_recall_point"].side == "above"
+    assert late_f4["F4_recall_point"].same_event_as == ""
+    same = audit(_quantities(5e9, 0.02, mid="c", role="candidate"), ref)  # late circuit, late recall: one event
+    assert same["F4_recall_point"].same_event_as == "t_induction"
+
+
+def test_a_candidate_at_a_censored_bound_ranks_below_the_members_that_never_reached_it():
+    """A member that never reached t_induction is known only to exceed its final tokens (bound b);
+    a candidate whose t_induction equals b is surely below that member (the bound itself is
+    excluded), not tied with it, and not beyond it."""
+    ref = [_quantities(t_ind_above=4e9, mid="never"), _quantities(1e9, mid="a"), _quantities(2e9, mid="b")]
+    p = place("t_induction", _quantities(4e9, mid="c", role="candidate"), ref)
+    assert (p.below, p.tied, p.overlapping, p.above) == (2, 0, 0, 1) and not p.outlier and p.rank == (3, 3)
+
+
+def test_placement_against_one_reference_seed_is_not_applicable():
+    one = [_quantities(1e9, mid="a")]
+    p = place("t_induction", _quantities(5e9, mid="c", role="candidate"), one)
+    assert p.status is Status.NOT_APPLICABLE and "needs at least 2" in p.message
+    two = one + [_quantities(2e9, mid="b")]
+    assert place("t_induction", _quantities(5e9, mid="c", role="candidate"), two).outlier
+
+
+def test_a_panel_declares_its_placement_rule():
+    """``placement`` in a population's entry picks the rule (rank where none is declared); two entries
+    of one population declaring different rules are refused, naming both."""
+    assert {p.name: p.placement for p in populations(parse(SUITE).models)} == {"pythia-14m": "rank", "pythia-160m": "rank"}
+    declared = SUITE.replace('candidates = [1234]\n', 'candidates = [1234]\nplacement = "log-normal"\n', 1)
+    assert {p.placement for p in populations(parse(declared).models)} == {"log-normal"}
+    clash = declared.replace('role = "candidate"\n', 'role = "candidate"\nplacement = "rank"\n')
+    with pytest.raises(PanelError, match="different placement rules .log-normal, rank."):
+        parse(clash)
+    with pytest.raises(PanelError, match="placement"):
+        parse(SUITE.replace('candidates = [1234]\n', 'candidates = [1234]\nplacement = "normal"\n', 1))

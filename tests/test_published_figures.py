@@ -94,13 +94,16 @@ def test_ablation_figures(pythia, olmo):
 
 #: The published panel's verdicts in the shared vocabulary (docs/statistics.md). Nothing fails; four
 #: claims pass only at the point estimate: OLMo's F3 (11.5x, but the revision grid allows (5.09, 26.4)),
-#: Pythia's causal check (circuit 5 vs matched-random 11 of 2000: one-sided Fisher p = 0.105) and both
-#: models' F5 (3 random heads would all pass as the final ones do with p = 0.0699 and 0.0870).
+#: Pythia's causal check (circuit 5 vs matched-random 11 of 2000: Boschloo's p = 0.100) and both
+#: models' F5 (the layer-matched null, which decides: random heads from the final heads' layers would
+#: all pass with p = 0.143 and 0.293). OLMo's causal check holds since issue 43: circuit 1 vs baseline
+#: 20 of 2000 establishes the 25% bar by the exact unconditional test (p = 0.046; the conditional
+#: test gave 0.058).
 PUBLISHED_VERDICTS = {
     "pythia-1b": {"F1": "holds", "F2": "holds", "F3": "not_applicable", "F4": "holds",
                   "F5": "consistent_not_established", "causal": "consistent_not_established"},
     "olmo-1b": {"F1": "holds", "F2": "holds", "F3": "consistent_not_established", "F4": "holds",
-                "F5": "consistent_not_established", "causal": "consistent_not_established"},
+                "F5": "consistent_not_established", "causal": "holds"},
 }
 
 
@@ -169,19 +172,22 @@ def test_verdict_details_keep_four_digits(pythia, olmo):
     f3 = judge_f3(olmo, Expectations(dclm=True))
     assert (f3.details.ratio, f3.details.ratio_interval, f3.margin) == (11.4783, (5.087, 26.4), 1.4783)
     p = judge_causal(pythia).details
-    assert (p.p_vs_random, p.p_vs_bar, p.share_of_baseline) == (0.1046, 0.0002045, 0.0617)
+    assert (p.p_vs_random, p.p_vs_bar, p.share_of_baseline) == (0.1002, 0.0001149, 0.0617)
     o = judge_causal(olmo).details
-    assert (o.p_vs_random, o.p_vs_bar) == (9.953e-08, 0.05765)
+    assert (o.p_vs_random, o.p_vs_bar) == (8.611e-08, 0.04595)
 
 
-def test_olmo_causal_bar_is_not_established_by_1_of_2000_against_20(olmo):
+def test_olmo_causal_bar_is_established_by_1_of_2000_against_20(olmo):
     """The bar "circuit <= 25% of baseline" on the published OLMo 1B counts (circuit 1 of 2000,
-    baseline 20 of 2000): given the 21 correct answers, at share 25% each is the circuit's with
-    probability 0.25 / 1.25 = 0.2, so p = P(Bin(21, 0.2) <= 1) = 0.8^21 + 21 x 0.2 x 0.8^20 = 0.0576,
-    not below 0.05: the point estimate (5% of baseline) meets the bar, the data do not establish it."""
+    baseline 20 of 2000). The conditional test (issue 33) gave P(Bin(21, 0.2) <= 1) = 0.8^21 + 21 x
+    0.2 x 0.8^20 = 0.0576: valid but conservative (its size is at most about 0.039 at N = 2000). The
+    exact unconditional test (issue 43: the outcomes ordered by that conditional p, the chance of
+    one at least as extreme maximised over the baseline rate) gives 0.0460 < 0.05: established."""
     from headwatch.claims.judge import judge_causal
+    from headwatch.stats import ratio_below
 
     verdict = judge_causal(olmo)
-    assert verdict.details.p_vs_bar == pytest.approx(0.8 ** 21 + 21 * 0.2 * 0.8 ** 20, rel=1e-3)
-    assert verdict.status.value == "consistent_not_established" and verdict.details.share_of_baseline == 0.05
-    assert "the exact test of the bar (circuit < 25% of baseline) (p = 0.0576)" in verdict.message
+    assert ratio_below(1, 2000, 20, 2000, 0.25) == pytest.approx(0.8 ** 21 + 21 * 0.2 * 0.8 ** 20, rel=1e-12)
+    assert verdict.details.p_vs_bar == pytest.approx(0.04595, abs=1e-5)
+    assert verdict.status.value == "holds" and verdict.details.share_of_baseline == 0.05
+    assert "the bar (25% of baseline) p = 0.046" in verdict.message

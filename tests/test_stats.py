@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -228,3 +229,127 @@ def test_count_from_rate_at_the_ends_and_finite_or_none():
 
     assert count_from_rate(0.0, 2000) == 0 and count_from_rate(1.0, 4) == 4
     assert [finite_or_none(x) for x in (None, float("inf"), float("nan"), 2.0, 0)] == [None, None, None, 2.0, 0.0]
+
+
+# ---- issue 43: the exact unconditional tests, the paired tests, the population rules -------------
+
+from headwatch.stats import (  # noqa: E402
+    _conditional_order, _staircase, _tail, boschloo_less, holm_adjusted, maximise_over_nuisance, mcnemar_less,
+    paired_ratio_below, permutation_min_p, prediction_p, ratio_below_unconditional,
+)
+
+
+def test_unconditional_ratio_test_on_the_published_olmo_counts_and_unequal_n():
+    """1 vs 20 of 2000: 0.0460 (the conditional test: 0.0576); 1 of 1000 vs 20 of 2000 is not the
+    equal-N test: 0.274 (conditional 0.306). Never above the conditional p on these counts."""
+    assert ratio_below_unconditional(1, 2000, 20, 2000, 0.25) == pytest.approx(0.04595, abs=1e-5)
+    assert ratio_below_unconditional(1, 1000, 20, 2000, 0.25) == pytest.approx(0.27362, abs=1e-5)
+    for args in ((1, 2000, 20, 2000), (1, 1000, 20, 2000), (5, 2000, 81, 2000), (365, 2000, 1600, 2000)):
+        assert ratio_below_unconditional(*args, 0.25) <= ratio_below(*args, 0.25)
+    with pytest.raises(ValueError, match="ratio > 0"):
+        ratio_below_unconditional(1, 10, 2, 10, 0.0)
+    with pytest.raises(ValueError, match="a binomial count needs"):
+        ratio_below_unconditional(3, 2, 1, 5, 0.25)
+
+
+@pytest.mark.parametrize("k1, n1, k2, n2, rates", [(1, 2000, 20, 2000, 2000), (1, 1000, 20, 2000, 2000),
+                                                    (3, 40, 20, 40, 20000)])
+def test_the_nuisance_search_finds_the_maximum_of_a_dense_grid(k1, n1, k2, n2, rates):
+    """The grid-and-refine search is checked against ``rates`` evenly spaced baseline rates plus as
+    many log-spaced ones: it is never below their maximum (by more than 1e-9)."""
+    stair = _staircase(_conditional_order(n1, n2, 0.25), k1, n1, k2, n2)
+    dense = np.concatenate([np.linspace(1e-9, 1, rates), np.geomspace(1e-9, 1, rates)])
+    brute = float(_tail(stair, n1, n2, 0.25, dense).max())
+    assert ratio_below_unconditional(k1, n1, k2, n2, 0.25) >= brute - 1e-9
+
+
+@pytest.mark.parametrize("n1, n2", [(40, 40), (30, 60)])
+def test_unconditional_ratio_test_keeps_its_size(n1, n2):
+    """The exact size of "p < 0.05" at the null's edge (circuit = 25% of baseline), summed over
+    every outcome, stays at or below 0.05 at every baseline rate on a grid of 400, equal and unequal N."""
+    reject = np.zeros((n1 + 1, n2 + 1), dtype=bool)
+    for x2 in range(n2 + 1):  # the p grows with x1: the rejected x1 are 0..c
+        for x1 in range(n1 + 1):
+            if ratio_below_unconditional(x1, n1, x2, n2, 0.25) < 0.05:
+                reject[x1, x2] = True
+            else:
+                break
+    assert reject.any()
+    x1, x2 = np.arange(n1 + 1), np.arange(n2 + 1)
+    for rate in np.linspace(0.0025, 1.0, 400):
+        joint = scipy_stats.binom.pmf(x1, n1, 0.25 * rate)[:, None] * scipy_stats.binom.pmf(x2, n2, rate)[None, :]
+        assert (joint * reject).sum() <= 0.05 + 1e-12, rate
+
+
+@pytest.mark.parametrize("k1, n1, k2, n2", [(3, 20, 9, 20), (1, 7, 6, 9), (0, 15, 4, 12), (4, 60, 12, 50)])
+def test_boschloo_less_is_scipys_boschloo(k1, n1, k2, n2):
+    expected = scipy_stats.boschloo_exact([[k1, k2], [n1 - k1, n2 - k2]], alternative="less", n=64).pvalue
+    assert boschloo_less(k1, n1, k2, n2) == pytest.approx(expected, rel=1e-6)
+    assert boschloo_less(k1, n1, k2, n2) <= fisher_less(k1, n1, k2, n2)
+
+
+def test_boschloo_less_on_pythias_published_counts():
+    """Circuit 5 vs matched random 11 of 2000: 0.10023 (scipy's boschloo_exact with n = 200 gives the
+    same to 1e-12, in two minutes; Fisher's p 0.1046)."""
+    assert boschloo_less(5, 2000, 11, 2000) == pytest.approx(0.100235, abs=1e-6)
+
+
+def test_mcnemar_less_is_the_binomial_of_the_discordant_examples():
+    assert mcnemar_less(1, 9) == pytest.approx(11 / 1024)
+    assert mcnemar_less(0, 0) == 1.0 and mcnemar_less(5, 5) > 0.5
+    with pytest.raises(ValueError, match=">= 0"):
+        mcnemar_less(-1, 3)
+
+
+def _paired_outcomes(t: int):
+    """Every (both, ablated only, baseline only) with total t."""
+    return [(j, a, t - j - a) for j in range(t + 1) for a in range(t - j + 1)]
+
+
+@pytest.mark.parametrize("t", [20, 30])
+def test_paired_ratio_test_keeps_its_size_on_the_nulls_edge(t):
+    """Given t examples correct in either pass, the exact size of "p < 0.05" stays at or below 0.05
+    at every point of the null's edge (pi11 from 0 to the ratio; pi01 = (0.25 - pi11) / 1.25), and
+    at an interior point of the null."""
+    outcomes = _paired_outcomes(t)
+    rejected = [o for o in outcomes if paired_ratio_below(*o, 0.25) < 0.05]
+    assert rejected
+
+    def size(pi11, pi01):
+        pi10 = 1 - pi11 - pi01
+        return sum(scipy_stats.multinomial.pmf([j, a, b], t, [pi11, pi01, pi10]) for j, a, b in rejected)
+
+    for pi11 in np.linspace(0, 0.25, 26):
+        assert size(pi11, (0.25 - pi11) / 1.25) <= 0.05 + 1e-12, pi11
+    assert size(0.1, 0.3) <= 0.05  # inside the null: the ablated rate above 25% of baseline
+
+
+def test_paired_ratio_test_establishes_a_clear_cut_and_not_one_at_the_bar():
+    """Planted: 81 correct at baseline only and none with the ablation: established; 20 of 80
+    correct in both passes (25% of baseline, at the bar) and nothing else: not."""
+    assert paired_ratio_below(0, 0, 81, 0.25) < 1e-6
+    assert paired_ratio_below(20, 0, 60, 0.25) > 0.3
+    assert paired_ratio_below(0, 0, 0, 0.25) == 1.0
+    with pytest.raises(ValueError, match="0 < ratio < 1"):
+        paired_ratio_below(1, 1, 1, 1.0)
+
+
+def test_maximise_over_nuisance_finds_an_interior_peak():
+    peak, at = maximise_over_nuisance(lambda t: 1 - (t - 0.3137) ** 2)
+    assert peak == pytest.approx(1.0, abs=1e-12) and at == pytest.approx(0.3137, abs=1e-6)
+
+
+def test_prediction_p_on_the_log_scale():
+    """Logs 0, 1, 2 (mean 1, s 1), candidate e^4: t = 3 / sqrt(4/3) = 2.598 with 2 df."""
+    ref = [1.0, math.e, math.e ** 2]
+    assert prediction_p(ref, math.e ** 4) == pytest.approx(2 * scipy_stats.t.sf(3 / math.sqrt(4 / 3), 2), rel=1e-9)
+    assert prediction_p(ref, math.e ** 4, censored_above=True) == prediction_p(ref, math.e ** 4)
+    assert prediction_p(ref, 1.0, censored_above=True) == 1.0  # a bound below the mean tells nothing
+    assert prediction_p([2.0, 2.0], 3.0) is None and prediction_p([2.0], 3.0) is None
+
+
+def test_permutation_min_p_and_holm():
+    assert permutation_min_p(0.01, [0.5] * 39) == pytest.approx(1 / 40)
+    assert permutation_min_p(0.05, [0.05, 0.5, 0.5, 0.01]) == pytest.approx(3 / 5)
+    assert holm_adjusted([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert holm_adjusted([]) == []

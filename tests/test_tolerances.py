@@ -293,25 +293,41 @@ def test_pr_elevation_fraction_just_failing():
 # ---- f5_null_alpha (0.05): informative when random heads would all pass with p = 0.0475, not at 0.05 --
 
 
-def _null(elevated: int):
-    """400 heads; the one final induction head (A, among the first ``elevated``) crosses at step1,
-    where ``elevated`` heads are elevated: the null probability is elevated / 400."""
-    everyone = heads(400, first_layer=0)
-    assert A in everyone[:elevated]
+def _null(elevated: int, n_layers: int = 4):
+    """The one final induction head A (L3_H0) crosses at step1, where ``elevated`` heads of its
+    layer are elevated (A among them) and none elsewhere. With 4 layers of 400 heads the
+    layer-matched null, elevated / 400, is the larger (the all-heads one is elevated / 1600) and
+    decides; with 400 layers of 4 heads every head of A's layer is elevated (layer null 1)."""
+    n_heads = 1600 // n_layers
+    everyone = heads(1600, first_layer=0, n_heads=n_heads)
+    layer3 = [h for h in everyone if h.startswith("L3_")]
+    assert layer3[0] == A
+    up = set(layer3[:elevated]) if n_layers == 4 else set(everyone[:elevated]) | set(layer3)
     pr0 = {h: PR_LOW for h in everyone}
-    pr1 = {h: (PR_HIGH if i < elevated else PR_LOW) for i, h in enumerate(everyone)}
-    recs = [record("step0", 1e8, n_layers=100, pr=pr0), record("step1", 1e9, n_layers=100, pr=pr1, values=induction((A,)))]
+    pr1 = {h: (PR_HIGH if h in up else PR_LOW) for h in everyone}
+    recs = [record("step0", 1e8, n_layers=n_layers, n_heads=n_heads, pr=pr0),
+            record("step1", 1e9, n_layers=n_layers, n_heads=n_heads, pr=pr1, values=induction((A,)))]
     return judge_f5(recs)
 
 
 def test_f5_null_alpha_just_passing():
     v = _null(19)
-    assert v.details.null_p == 0.0475 and v.status is Status.HOLDS
+    assert v.details.null_p_layer == v.details.null_p_decisive == 0.0475 and v.details.null_p < 0.0475
+    assert v.status is Status.HOLDS
 
 
 def test_f5_null_alpha_just_failing():
     v = _null(20)
-    assert v.details.null_p == 0.05 and v.status is Status.CONSISTENT_NOT_ESTABLISHED
+    assert v.details.null_p_layer == v.details.null_p_decisive == 0.05 and v.status is Status.CONSISTENT_NOT_ESTABLISHED
+
+
+def test_f5_the_layer_matched_null_decides_where_it_is_larger():
+    """Issue 43: an all-heads null below alpha does not establish F5 where the layer-matched null
+    is larger: 400 layers of 4 heads, 76 heads elevated (all-heads null 76 / 1600 = 0.0475) and
+    all 4 of A's layer (layer null 1): the larger decides, not informative."""
+    v = _null(76, n_layers=400)
+    assert v.details.null_p == 0.0475 and v.details.null_p_layer == 1.0 and v.details.null_p_decisive == 1.0
+    assert v.status is Status.CONSISTENT_NOT_ESTABLISHED and "the larger, 1, decides" in v.message
 
 
 # ---- f5_rise_fraction (0.5): the rise rule counts PR 1.5x its first value, not 1.49x ----------------
@@ -332,19 +348,19 @@ def test_f5_rise_fraction_just_failing():
     assert {h.head: h.rises for h in d.heads}[B] is False
 
 
-# ---- ablation_max_share (0.25): the bar has its own exact test (issue 33): circuit 363 of 2000 against
-# baseline 1600 (22.7% of it) establishes "below 25%" (p 0.0493); 364 (22.75%) does not (p 0.0542); 26% fails
+# ---- ablation_max_share (0.25): the bar has its own exact test (issues 33, 43): circuit 365 of 2000 against
+# baseline 1600 (22.8% of it) establishes "below 25%" (exact unconditional p 0.0473); 366 (22.9%) does not (p 0.0521); 26% fails
 
 
 def test_ablation_max_share_just_passing():
-    v = judge_causal(healthy(ablations=Ablations(baseline=0.8, circuit=0.1815, random=0.7)))
-    assert v.status is Status.HOLDS and v.details.p_vs_bar == pytest.approx(0.0493, abs=1e-4)
+    v = judge_causal(healthy(ablations=Ablations(baseline=0.8, circuit=0.1825, random=0.7)))
+    assert v.status is Status.HOLDS and v.details.p_vs_bar == pytest.approx(0.0473, abs=1e-4)
 
 
 def test_ablation_max_share_just_not_established():
-    v = judge_causal(healthy(ablations=Ablations(baseline=0.8, circuit=0.182, random=0.7)))
-    assert v.status is Status.CONSISTENT_NOT_ESTABLISHED and v.details.p_vs_bar == pytest.approx(0.0542, abs=1e-4)
-    assert v.details.cuts_enough  # the point estimate, 22.75%, is under the bar: the data do not establish it
+    v = judge_causal(healthy(ablations=Ablations(baseline=0.8, circuit=0.183, random=0.7)))
+    assert v.status is Status.CONSISTENT_NOT_ESTABLISHED and v.details.p_vs_bar == pytest.approx(0.0521, abs=1e-4)
+    assert v.details.cuts_enough  # the point estimate, 22.9%, is under the bar: the data do not establish it
 
 
 def test_ablation_max_share_just_failing():
@@ -352,17 +368,18 @@ def test_ablation_max_share_just_failing():
     assert v.status is Status.FAILS and v.details.share_of_baseline == 0.26
 
 
-# ---- causal_alpha (0.05): circuit 10 vs random 20 of 2000 beats random (p 0.0487), 17 vs 29 not (p 0.0509)
+# ---- causal_alpha (0.05): circuit 17 vs random 29 of 2000 beats random (Boschloo p 0.0484), 14 vs 25 not (p 0.0511)
 
 
 def test_causal_alpha_just_passing():
-    v = judge_causal(healthy(ablations=Ablations(baseline=0.1, circuit=0.005, random=0.01)))
-    assert v.status is Status.HOLDS and v.details.p_vs_random == pytest.approx(0.0487, abs=1e-4)
+    """Circuit 17 vs random 29 of 2000: Boschloo's p 0.0484 (Fisher's, the test before issue 43: 0.0509)."""
+    v = judge_causal(healthy(ablations=Ablations(baseline=0.1, circuit=0.0085, random=0.0145)))
+    assert v.status is Status.HOLDS and v.details.p_vs_random == pytest.approx(0.0484, abs=1e-4)
 
 
 def test_causal_alpha_just_failing():
-    v = judge_causal(healthy(ablations=Ablations(baseline=0.1, circuit=0.0085, random=0.0145)))
-    assert v.status is Status.CONSISTENT_NOT_ESTABLISHED and v.details.p_vs_random == pytest.approx(0.0509, abs=1e-4)
+    v = judge_causal(healthy(ablations=Ablations(baseline=0.1, circuit=0.007, random=0.0125)))
+    assert v.status is Status.CONSISTENT_NOT_ESTABLISHED and v.details.p_vs_random == pytest.approx(0.0511, abs=1e-4)
 
 
 # ---- population_min_rate (0.5): 10 of 13 members establish "most" (P(>= 10 of 13 | 0.5) = 0.0461), 6 of 7 not (0.0625)

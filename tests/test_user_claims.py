@@ -178,7 +178,7 @@ def test_the_population_table_holds_a_registered_claim(researcher):
     done = run(researcher, "python", "-c", script)
     assert done.returncode == 0, done.stderr
     assert "  three_heads" in done.stdout and "K_OF_N 4/4" in done.stdout, done.stdout
-    assert "final_heads: median" in done.stdout and "PLACED holds" in done.stdout, done.stdout
+    assert "final_heads: median" in done.stdout and "PLACED consistent_not_established" in done.stdout, done.stdout
 
 
 @pytest.mark.slow

@@ -9,7 +9,6 @@ from headwatch.probes.record import MeasurementRecord
 from headwatch.probes.selectivity import induction_circuit
 from headwatch.schema import to_data
 from headwatch.spec import SPEC, Expectations, Thresholds
-from headwatch.stats import FISHER, RATIO_TEST
 
 from .. import synthetic as S
 from .. import trajectory as T
@@ -94,8 +93,8 @@ def judge_causal(records: Sequence[MeasurementRecord], expect: Expectations = Ex
         counts = ", ".join(f"{name} {c.k}/{c.n}" for name, c in (("baseline", v.baseline_count), ("circuit", v.circuit_count),
                                                                    ("random", v.random_count)) if c is not None)
         message += (f"; top-1 counts {counts}" + (" (reconstructed from the published rates x N)" if reconstructed else "")
-                    + f"; {FISHER}: circuit < random p = {'n/a' if p_rnd is None else format(p_rnd, '.3g')}; "
-                    f"{RATIO_TEST}: circuit < {100 * max_share:g}% of baseline p = "
+                    + f"; {v.method_random}: circuit < random p = {'n/a' if p_rnd is None else format(p_rnd, '.3g')}; "
+                    f"{v.method_bar}: circuit < {100 * max_share:g}% of baseline p = "
                     f"{'n/a' if p_base is None else format(p_base, '.3g')} (each needs < {alpha:g})")
     else:
         message += "; top-1 counts unknown (the record states no number of examples): no exact test"
@@ -147,7 +146,8 @@ def judge_causal(records: Sequence[MeasurementRecord], expect: Expectations = Ex
         n_random_heads=len(v.random_heads), random_matched_to=note or "the induction circuit (docs/SPEC.md §4)",
         baseline_count=_count_pair(v.baseline_count), circuit_count=_count_pair(v.circuit_count),
         random_count=_count_pair(v.random_count), counts_reconstructed=reconstructed,
-        p_vs_random=_sig(p_rnd), p_vs_bar=_sig(p_base), alpha=alpha, top1_intervals=intervals,
+        p_vs_random=_sig(p_rnd), p_vs_bar=_sig(p_base), method_random=v.method_random, method_bar=v.method_bar,
+        alpha=alpha, top1_intervals=intervals,
         measured_on=on, decided_by=decided, missing=tuple(missing),
         paper_top1=None if paper is None else to_data(paper),
     )
@@ -159,7 +159,7 @@ def judge_causal(records: Sequence[MeasurementRecord], expect: Expectations = Ex
     elif not has_random:
         key += " (no random control)"
     figure = KeyFigure("circuit-ablated top-1 as a share of baseline", _round(share), max_share,
-                       method=RATIO_TEST + (" (counts reconstructed from rates x N)" if reconstructed else ""),
+                       method=v.method_bar + (" (counts reconstructed from rates x N)" if reconstructed else ""),
                        p_value=_sig(p_base))
     return Verdict(NAME, status, message, details, key=key,
                    margin=None if share is None else _round(max_share - share), figure=figure)

@@ -75,7 +75,8 @@ def judge_f5(records: Sequence[MeasurementRecord], spec: Thresholds = SPEC) -> V
             parts[-1] += f" [PR {l.pr_series[l.crossed.index]:.3g} < {bar:.3g} at the crossing]"
     rise_values = [n.rises for n in nulls.values() if n.rises is not None]
     rise_holds = all(rise_values) if rise_values else None
-    informative = null.at_or_before < alpha
+    decisive = max(null.at_or_before, null.layer_matched)  # both nulls must reject (docs/statistics.md)
+    informative = decisive < alpha
     if not res.holds:
         status = Status.FAILS
     elif not informative:
@@ -88,10 +89,10 @@ def judge_f5(records: Sequence[MeasurementRecord], spec: Thresholds = SPEC) -> V
                f"{', '.join(before) or 'none'}; {len(at)} at the crossing revision: {', '.join(at) or 'none'}): "
                + "; ".join(parts)
                + f"; null: {k} distinct heads drawn at random from all {null.n_heads} would all pass with "
-               f"p = {null.at_or_before:.3g} (exact)"
-               + (f" (>= {alpha:g}: F5 not informative)" if not informative else f" (< {alpha:g})")
-               + f", all strictly before with p = {null.before:.3g}; matched by layer (each random head from its "
-               f"final head's layer) p = {null.layer_matched:.3g} (reported, not asserted)")
+               f"p = {null.at_or_before:.3g} (exact), all strictly before with p = {null.before:.3g}; matched by "
+               f"layer (each random head from its final head's layer) p = {null.layer_matched:.3g}; the larger, "
+               f"{decisive:.3g}, decides"
+               + (f" (>= {alpha:g}: F5 not informative)" if not informative else f" (< {alpha:g})"))
     if rise_holds is not None:  # some head crosses after the first revision: its rise null exists too
         message += (f"; rise rule (PR >= {1 + spec.f5_rise_fraction:g}x its first value by the crossing): "
                     f"{sum(rise_values)}/{len(rise_values)} heads, null p = {null.rise:.3g}")
@@ -103,11 +104,12 @@ def judge_f5(records: Sequence[MeasurementRecord], spec: Thresholds = SPEC) -> V
                         informative=informative, before=before, at=at, n_heads_all=null.n_heads,
                         rise_fraction=spec.f5_rise_fraction, rise_holds=rise_holds,
                         rise_null_p=None if null.rise is None else _sig(null.rise),
-                        null_p_layer=_sig(null.layer_matched))
+                        null_p_layer=_sig(null.layer_matched), null_p_decisive=_sig(decisive))
     key = (f"{k - len(res.failing)} of {k} heads ({len(before)} before, {len(at)} at); null p {null.at_or_before:.2g}, "
            f"by layer {null.layer_matched:.2g}")
     figure = KeyFigure("fewest revisions by which PR elevation precedes the crossing", margin, 0.0,
-                       method=f"no interval; {NESTED_DRAW} (the null)", p_value=_sig(null.at_or_before))
+                       method=f"no interval; {NESTED_DRAW} (the larger of the all-heads and layer-matched nulls)",
+                       p_value=_sig(decisive))
     return Verdict(NAME, status, message, details, key=key, margin=margin, figure=figure,
                    failing_heads=tuple(res.failing))
 

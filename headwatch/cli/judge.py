@@ -114,7 +114,7 @@ def _populations(models: list[Any], members: dict[str, Any], result: dict[str, A
         judged = [members[m.id] for m in pop.members if m.id in members]
         if not any(m.role != "candidate" for m in judged):
             continue
-        report = population_report(pop.id, judged)
+        report = population_report(pop.id, judged, rule=pop.placement)
         print(terminal_text(population_table(report), newlines=True), file=out)
         result.setdefault("populations", {})[pop.id] = report.to_dict()
         failing += report.failing_candidates  # an outlier flag is not news; a failing placement is
