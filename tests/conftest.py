@@ -21,6 +21,8 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -221,6 +223,34 @@ def sigint_ignored():
 @pytest.fixture(name="sigint_ignored")
 def sigint_ignored_fixture():
     return sigint_ignored
+
+
+@contextmanager
+def interrupted_once(ready, timeout: float = 240.0):
+    """Run the block with SIGINT ignored (inherited so by the processes it starts, as from a
+    background job) and interrupt it once ``ready()`` holds: SIGTERM to this process, taken as
+    Ctrl-C (KeyboardInterrupt), as a front end or CI stops a run whose SIGINT never arrives."""
+    def as_ctrl_c(signum, frame):
+        raise KeyboardInterrupt
+
+    def interrupt() -> None:
+        deadline = time.monotonic() + timeout
+        while not ready() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    previous = signal.signal(signal.SIGTERM, as_ctrl_c)
+    try:
+        with sigint_ignored():
+            threading.Thread(target=interrupt, daemon=True).start()
+            yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@pytest.fixture(name="interrupted_once")
+def interrupted_once_fixture():
+    return interrupted_once
 
 
 def pid_alive(pid: int) -> bool:
