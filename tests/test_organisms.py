@@ -139,9 +139,8 @@ FAKE_CHILD = """
 import os, signal, sys, time
 from pathlib import Path
 from headwatch.fixtures.organisms.runner import Progress
-from headwatch.fixtures.processes import default_sigterm, watch_parent
-default_sigterm()  # what runner.child_main does first
-watch_parent()
+from headwatch.fixtures.processes import as_child
+as_child()  # what the training child's entry point does first
 args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
 family, seed = args["--family"], int(args["--seed"])
 Path(args["--cache-dir"], f"{family}.pid").write_text(str(os.getpid()))
