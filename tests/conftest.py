@@ -19,7 +19,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
+import threading
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -202,6 +206,73 @@ def headwatch_cli(capsys):
         return CliResult(code, captured.out, captured.err)
 
     return run
+
+
+@contextmanager
+def sigint_ignored():
+    """SIGINT ignored in this process meanwhile, so that the processes started inside inherit it
+    ignored: as every process of a background job of a non-interactive shell (``cmd &`` in a
+    script, ``nohup``-style CI runners) does, where Python raises no KeyboardInterrupt."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@pytest.fixture(name="sigint_ignored")
+def sigint_ignored_fixture():
+    return sigint_ignored
+
+
+@contextmanager
+def interrupted_once(ready, timeout: float = 240.0):
+    """Run the block with SIGINT ignored (inherited so by the processes it starts, as from a
+    background job) and interrupt it once ``ready()`` holds: SIGTERM to this process, taken as
+    Ctrl-C (KeyboardInterrupt), as a front end or CI stops a run whose SIGINT never arrives."""
+    def as_ctrl_c(signum, frame):
+        raise KeyboardInterrupt
+
+    def interrupt() -> None:
+        deadline = time.monotonic() + timeout
+        while not ready() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    previous = signal.signal(signal.SIGTERM, as_ctrl_c)
+    try:
+        with sigint_ignored():
+            threading.Thread(target=interrupt, daemon=True).start()
+            yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@pytest.fixture(name="interrupted_once")
+def interrupted_once_fixture():
+    return interrupted_once
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (a zombie nobody reaped does not: it holds nothing)."""
+    if not Path("/proc/self/stat").is_file():  # no /proc: ask the kernel (a zombie counts as alive)
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    states = []
+    for stat in Path(f"/proc/{pid}/task").glob("*/stat"):  # every thread: a zombie leader may have live ones
+        try:
+            states.append(stat.read_text().rsplit(")", 1)[1].split()[0])
+        except FileNotFoundError:
+            continue
+    return any(state not in ("Z", "X") for state in states)
+
+
+@pytest.fixture(name="pid_alive")
+def pid_alive_fixture():
+    return pid_alive
 
 
 @pytest.fixture

@@ -109,6 +109,31 @@ def test_local_pool_retries_a_task_killed_mid_write(tiny_panel, tmp_path, monkey
     assert not measurement_differences(cached(tiny_panel, cache, monkeypatch), expected)
 
 
+@pytest.mark.slow
+def test_an_interrupted_local_pool_ends_its_workers_without_sigint(tiny_panel, tmp_path, interrupted_once, pid_alive):
+    """Interrupted mid-measurement, the pool ends its workers at once, not after their tasks, though
+    they inherited SIGINT ignored (a run started from a background job: a terminal's Ctrl-C never
+    reaches them)."""
+    import time
+
+    from headwatch_testing.faults import SlowMeasure
+
+    log = tmp_path / "starts.log"
+    options = ProviderOptions(cache_dir=tmp_path / "c", device="cpu", progress=False,
+                              measure_fn=SlowMeasure(str(log), delay=0, gate=str(tmp_path / "never"), gate_seconds=600))
+    plan = plan_panel(load_panel(tiny_panel).models, options, revisions=["step0", "step10"])
+
+    def worker_pids() -> list[int]:
+        return [int(line.split()[2]) for line in log.read_text().splitlines()] if log.exists() else []
+
+    with pytest.raises(KeyboardInterrupt), interrupted_once(lambda: len(worker_pids()) == 2):
+        LocalPool(workers=2).run(plan.tasks, report=lambda r: None)
+    stopped = time.monotonic()
+    assert len(worker_pids()) == 2  # both were mid-measurement, waiting for a gate that never opens
+    assert not any(pid_alive(pid) for pid in worker_pids())
+    assert time.monotonic() - stopped < 1 and not entries(tmp_path / "c")
+
+
 def test_a_task_that_cannot_succeed_is_listed_with_its_reason(tiny_panel, tmp_path, capsys):
     """The checkpoint vanishes after planning: the task fails, the others finish, exit 1."""
     cache = tmp_path / "c"

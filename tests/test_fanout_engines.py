@@ -165,6 +165,30 @@ def test_submitit_local_resubmits_a_task_killed_mid_write(panel, expected, tmp_p
     check_cache(cache, expected)
 
 
+@needs_submitit
+def test_submitit_local_interrupted_ends_its_jobs_without_sigint(panel, tmp_path, interrupted_once, pid_alive):
+    """Interrupted mid-measurement, the local jobs end (controllers and the tasks they run), though
+    they inherited SIGINT ignored, the signal submitit's own cancel sends: the driver kills each
+    controller after a grace, and its task, which watches it, ends with it."""
+    log = tmp_path / "starts.log"
+    plan = plan_panel(load_panel(panel).models[:1], options(tmp_path / "c", SlowMeasure(
+        str(log), delay=0, gate=str(tmp_path / "never"), gate_seconds=600)))
+    tasks = [t for t in plan.tasks if t.revision in ("step0", "step10")]
+    array = SlurmArray(folder=tmp_path / "logs", workers=2, cpus_per_task=1, gpus_per_task=0, local=True,
+                       poll_seconds=0.5)
+
+    def task_pids() -> list[int]:
+        return [int(line.split()[2]) for line in log.read_text().splitlines()] if log.exists() else []
+
+    with pytest.raises(KeyboardInterrupt), interrupted_once(lambda: len(task_pids()) == 2):
+        array.run(tasks, report=lambda r: None)
+    assert len(task_pids()) == 2
+    deadline = time.monotonic() + 10  # each task sees its controller gone within a second
+    while any(pid_alive(pid) for pid in task_pids()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(pid_alive(pid) for pid in task_pids())
+
+
 # ---- two executors, one cache -----------------------------------------------------------------------
 
 

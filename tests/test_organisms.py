@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 
 import pytest
 import torch
@@ -135,10 +136,14 @@ def test_missing_jobs_are_what_the_cache_lacks(tmp_path, monkeypatch):
 # ---- the runner: children, progress lines, the lock ------------------------------------------------
 
 FAKE_CHILD = """
-import signal, sys, time
+import os, signal, sys, time
+from pathlib import Path
 from headwatch.fixtures.organisms.runner import Progress
+from headwatch.fixtures.processes import as_child
+as_child()  # what the training child's entry point does first
 args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
 family, seed = args["--family"], int(args["--seed"])
+Path(args["--cache-dir"], f"{family}.pid").write_text(str(os.getpid()))
 print("some library chatter", flush=True)
 for i, step in enumerate((0, 5, 10)):
     print(Progress("checkpoint", family, seed, step=step, total=10, revision=f"step{step}", checkpoint=i + 1,
@@ -209,9 +214,14 @@ def test_the_step_holds_every_lock_from_its_start_and_hands_each_to_its_child(fa
 
 
 FAKE_STEP = """
-import sys
+import signal, sys
 from pathlib import Path
 from headwatch.fixtures.organisms import runner
+from headwatch.fixtures.processes import watch_parent
+watch_parent()  # what `headwatch organisms train` does first
+def interrupted(signum, frame):  # as `headwatch organisms train` takes SIGTERM: as Ctrl-C
+    raise KeyboardInterrupt
+signal.signal(signal.SIGTERM, interrupted)
 cache, module, *families = sys.argv[1:]
 jobs = [runner.TrainingJob(f, 0, Path(cache)) for f in families]
 locks = runner.hold_locks(jobs)
@@ -245,19 +255,77 @@ def test_a_training_step_returns_once_it_holds_the_locks_and_relays_its_lines(fa
     assert said == ["a line of its own"]  # its own lines, not the children's chatter or the ready line
 
 
-@pytest.mark.slow
-def test_a_stopped_step_stops_its_children_and_frees_the_locks(fake_step, tmp_path):
-    """Interrupted (SIGINT, as Ctrl-C), the step stops its children; their locks die with them."""
+def _running_step(argv, tmp_path, inherit_sigint_ignored):
+    """A started fake step whose endless child has reported (runs), and that child's pid."""
     import threading
 
     running = threading.Event()
-    step = runner.TrainingStep(fake_step("endless"), report=lambda p: running.set()).start()
+    with inherit_sigint_ignored():
+        step = runner.TrainingStep(argv, report=lambda p: running.set()).start()
     assert running.wait(60), "the child never reported"  # its first checkpoint: the child is running
     assert runner.training_now([("endless", 0, tmp_path)]) == 1
+    return step, int((tmp_path / "endless.pid").read_text())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sigint", ["default", "ignored"])
+def test_a_stopped_step_stops_its_children_and_frees_the_locks(fake_step, tmp_path, sigint, sigint_ignored, pid_alive):
+    """Stopped (SIGTERM, taken as Ctrl-C), the step stops its children; their locks die with them.
+    Whatever SIGINT disposition the step inherited: "ignored" is a step started from a background
+    job of a non-interactive shell, where a SIGINT would never arrive (issue 49: killed after the
+    60 s grace, its children left training)."""
+    import contextlib
+
+    step, child = _running_step(fake_step("endless"), tmp_path, sigint_ignored if sigint == "ignored" else
+                                contextlib.nullcontext)
     error = step.stop()
-    assert isinstance(error, runner.TrainingCancelled) and "resume" in str(error), error
+    assert isinstance(error, runner.TrainingCancelled) and "resume" in str(error), error  # exit 130: not killed
     assert not step.running and runner.training_now([("endless", 0, tmp_path)]) == 0
     assert runner.wait_until_trained("endless", 0, tmp_path) < 1
+    assert not pid_alive(child)
+
+
+@pytest.mark.slow
+def test_a_killed_step_takes_its_children_with_it_and_a_rerun_starts(fake_step, tmp_path, sigint_ignored, pid_alive):
+    """A step that must be killed (SIGKILL: stop()'s last resort, the OOM killer, kill -9) leaves no
+    child training behind: each child watches the step and ends with it, and its lock with it; a rerun
+    takes the lock at once and trains (here: runs its endless child again), and stops when asked."""
+    import signal
+    import time
+
+    step, child = _running_step(fake_step("endless"), tmp_path, sigint_ignored)
+    os.kill(step.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while pid_alive(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not pid_alive(child), "the killed step's child outlived it"
+    error = step.wait()
+    assert isinstance(error, runner.TrainingError) and "exit -9" in str(error), error
+    assert runner.training_now([("endless", 0, tmp_path)]) == 0
+    assert runner.wait_until_trained("endless", 0, tmp_path) < 1
+
+    rerun, child = _running_step(fake_step("endless"), tmp_path, sigint_ignored)  # took the lock, trains
+    assert isinstance(rerun.stop(), runner.TrainingCancelled)
+    assert not pid_alive(child) and runner.training_now([("endless", 0, tmp_path)]) == 0
+
+
+@pytest.mark.slow
+def test_a_child_whose_parent_is_gone_ends_itself(fake_child, tmp_path, pid_alive):
+    """The watch itself: a child told to watch a parent that is already gone (re-parented before it
+    started) ends at once, before doing any work; a child not told to watch anyone runs as usual."""
+    import subprocess
+    import sys
+
+    from headwatch.fixtures import processes
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    env = {**os.environ, processes.PARENT_PID_ENV: str(dead.pid)}
+    cmd = [sys.executable, "-m", fake_child, "--family", "gptneox", "--seed", "0", "--cache-dir", str(tmp_path)]
+    orphan = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+    assert orphan.returncode == -9 and "checkpoint" not in orphan.stdout, orphan
+    alone = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert alone.returncode == 0 and '"done"' in alone.stdout, alone
 
 
 def test_a_step_that_ends_before_holding_its_locks(tmp_path):

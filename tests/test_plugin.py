@@ -198,6 +198,49 @@ def test_the_training_session_is_registered_only_with_train(pytester, monkeypatc
     assert not [name for name, _ in vars(plugin).items() if name in ("TrainingStep", "YIELD_NICENESS")]
 
 
+ENDLESS_STEP = """
+import os, signal, sys
+from headwatch.fixtures.organisms.runner import READY_LINE
+from headwatch.fixtures.processes import watch_parent
+watch_parent()  # as `headwatch organisms train` does first
+signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(130))  # as it takes SIGTERM: as Ctrl-C, exit 130
+with open(os.environ["STEP_PID"], "w") as f:
+    f.write(str(os.getpid()))
+print(READY_LINE, flush=True)
+while True:
+    signal.pause()  # trains until it is stopped
+"""
+
+INTERRUPTED_DEMO = """
+import pytest
+
+pytestmark = pytest.mark.headwatch
+
+def test_model(model_entry):
+    raise KeyboardInterrupt  # the session is interrupted while the step trains
+"""
+
+
+def test_an_interrupted_session_stops_its_step_though_sigint_was_inherited_ignored(
+        pytester, monkeypatch, tmp_path, fake_step, sigint_ignored, pid_alive):
+    """Interrupted, the session stops its training step, started with SIGINT inherited ignored (pytest
+    run from a background job, issue 49): the plugin's stop is SIGTERM, which the step takes as
+    Ctrl-C; before, a SIGINT that never arrived, then SIGKILL after a minute."""
+    (tmp_path / "fake_step.py").write_text(ENDLESS_STEP)
+    monkeypatch.setenv("STEP_PID", str(tmp_path / "step.pid"))
+    pytester.makepyfile(test_demo=INTERRUPTED_DEMO)
+    ini = pytester.makeini("[pytest]\n")
+    with sigint_ignored():
+        result = pytester.runpytest_inprocess("-c", str(ini), "--rootdir", str(pytester.path), "-p", "no:xdist",
+                                              "-p", "no:cacheprovider", "-p", "no:hypothesispytest",
+                                              "--panel", "organisms", "--train", "-k", "not olmoe",
+                                              no_reraise_ctrlc=True)
+    out = result.stdout.str()
+    assert result.ret == pytest.ExitCode.INTERRUPTED, out[-3000:]
+    assert "training interrupted" in out, out[-3000:]  # exit 130: stopped, not killed after the grace
+    assert not pid_alive(int((tmp_path / "step.pid").read_text()))
+
+
 XDIST_CONTROLLER_STAND_IN = """
 from types import SimpleNamespace
 import pytest

@@ -4,6 +4,8 @@ calls (headwatch.selection), the exact command it names, the bound on what one r
 tests/test_organisms.py's; the plugin's use of it, tests/test_plugin.py's."""
 from __future__ import annotations
 
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -119,20 +121,39 @@ def test_organisms_train_trains_a_panels_organisms(headwatch_cli, tmp_path, fake
     assert [c["jobs"] for c in fake_training] == [["olmo seed 0"]]
 
 
-@pytest.mark.slow
-def test_organisms_train_interrupted_stops_its_child_and_leaves_no_lock(tmp_path):
-    """The real step, as the plugin starts it: ready once it holds the lock; stopped (SIGINT, as
-    Ctrl-C) it stops its training child (exit 130), and the organism's lock dies with it."""
-    command = ["headwatch", "organisms", "train", "--family", "gptneox", "--organisms-cache-dir", str(tmp_path / "org"),
-               "--cache-dir", str(tmp_path / "hw")]
-    seen = []
-    step = runner.TrainingStep(selection.step_argv(command), report=seen.append, say=lambda line: None).start()
-    key = [("gptneox", 0, tmp_path / "org")]
-    assert runner.training_now(key) == 1
+def _started_training(command: list[str], sigint_ignored) -> tuple[runner.TrainingStep, list]:
+    """The real step, as the plugin starts it, from a process that ignores SIGINT (a background job
+    of a non-interactive shell), once its child has started training."""
+    seen: list = []
+    with sigint_ignored():
+        step = runner.TrainingStep(selection.step_argv(command), report=seen.append, say=lambda line: None).start()
     deadline = time.monotonic() + 120
     while not any(p.event == "start" for p in seen) and step.running and time.monotonic() < deadline:
         time.sleep(0.1)  # its child has started training
     assert any(p.event == "start" for p in seen), seen
+    return step, seen
+
+
+@pytest.mark.slow
+def test_organisms_train_interrupted_stops_its_child_and_leaves_no_lock(tmp_path, sigint_ignored):
+    """The real step, as the plugin starts it, with SIGINT inherited ignored: ready once it holds the
+    lock; stopped (SIGTERM, taken as Ctrl-C) it stops its training child (exit 130), and the
+    organism's lock dies with it. A rerun takes the lock and trains again; killed (SIGKILL), it takes
+    its child with it: the lock (which only the child holds by then) is free within seconds."""
+    command = ["headwatch", "organisms", "train", "--family", "gptneox", "--organisms-cache-dir", str(tmp_path / "org"),
+               "--cache-dir", str(tmp_path / "hw")]
+    key = [("gptneox", 0, tmp_path / "org")]
+    step, _ = _started_training(command, sigint_ignored)
+    assert runner.training_now(key) == 1
     error = step.stop()
     assert isinstance(error, runner.TrainingCancelled), error
     assert runner.training_now(key) == 0 and runner.wait_until_trained("gptneox", 0, tmp_path / "org") < 1
+
+    rerun, _ = _started_training(command, sigint_ignored)
+    assert runner.training_now(key) == 1
+    os.kill(rerun.pid, signal.SIGKILL)
+    assert "exit -9" in str(rerun.wait())
+    deadline = time.monotonic() + 30
+    while runner.training_now(key) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert runner.training_now(key) == 0, "the killed step's child still trains"
