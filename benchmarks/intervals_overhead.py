@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from headwatch.fixtures.organisms import ORGANISMS, PROBE
+from headwatch.model_organisms import ORGANISMS, PROBE
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "testing"))  # the test harness: not installed
 from headwatch_testing.tiny import tiny_model  # noqa: E402
 from headwatch.probes.intervals import record_intervals  # noqa: E402

@@ -10,7 +10,7 @@ other x86 machines compute; set with ``HEADWATCH_TRAIN_NUMERICS=native``), then 
 checkpoint under the organism's probe settings. Per cell it records what issue 11 asks: induction
 heads (selectivity >= 50) at the final checkpoint, none at step 0, the first checkpoint with >= 3
 (strictly inside the run), final top-1 against chance, and the BOS heads. Each checkpoint is measured
-in its training process as it is saved (headwatch.fixtures.trainloop), into ``OUT/measurements``; a
+in its training process as it is saved (headwatch.training.trainloop), into ``OUT/measurements``; a
 checkpoint without a record there (training resumed past it) is loaded and measured afterwards.
 Results go to ``OUT/cells/*.json`` (one per cell, written atomically), ``OUT/matrix.json`` and
 ``OUT/matrix.md``; checkpoints to ``OUT/cache/<path>``. A rerun skips finished cells and resumes
@@ -30,10 +30,10 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from headwatch.fixtures.organisms import FAMILIES, ORGANISMS, numerics  # noqa: E402
+from headwatch.model_organisms import FAMILIES, ORGANISMS, numerics  # noqa: E402
 from headwatch.fixtures.panels import organism_panel_model  # noqa: E402
-from headwatch.fixtures.organisms.runner import CHILD_MODULE, TrainingJob, train_in_subprocesses  # noqa: E402
-from headwatch.fixtures.organisms.train import missing_revisions, read_checkpoint_meta, repo_id  # noqa: E402
+from headwatch.model_organisms.runner import CHILD_MODULE, TrainingJob, train_in_subprocesses  # noqa: E402
+from headwatch.model_organisms.train import missing_revisions, read_checkpoint_meta, repo_id  # noqa: E402
 from headwatch.fixtures.provider import Provider, ProviderOptions  # noqa: E402
 from headwatch.probes.record import write_json_atomic  # noqa: E402
 from headwatch.spec import SPEC  # noqa: E402

@@ -29,9 +29,9 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from headwatch.claims.population import judge_population, population_table
-from headwatch.fixtures.organisms import TRAIN_THREADS, missing_jobs
-from headwatch.fixtures.organisms.runner import CHILD_MODULE, train_in_subprocesses
-from headwatch.fixtures.organisms.train import TrainLog, state_folder
+from headwatch.model_organisms import TRAIN_THREADS, missing_jobs
+from headwatch.model_organisms.runner import CHILD_MODULE, train_in_subprocesses
+from headwatch.model_organisms.train import TrainLog, state_folder
 from headwatch.fixtures.panels import load_panel, populations
 from headwatch.fixtures.provider import Provider, ProviderOptions
 from headwatch.paths import default_cache_dir

@@ -7,7 +7,7 @@ Trains into a fresh temporary cache unless --cache-dir is given (an existing com
 is not retrained, and its recorded training time is reported instead). Prints one row per family:
 training seconds, steps, seconds per step and the machine's load average before and after (the CPU
 is often shared, which inflates the time). With --probe, every checkpoint is measured in the
-training process as it is saved (headwatch.fixtures.trainloop, as the suite's first run does), into
+training process as it is saved (headwatch.training.trainloop, as the suite's first run does), into
 ``--measure-dir`` (default: a folder beside the cache), the probe's seconds and share of the run are
 printed, and a per-checkpoint trajectory: tokens seen, induction heads (selectivity >= 50), best
 induction selectivity, top-1 on the target, BOS fraction and BOS heads in layers 0-1.
@@ -27,10 +27,10 @@ from pathlib import Path
 # Checkpoints load from the local Hub-format cache only.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from headwatch.fixtures.hubcache import repo_folder
-from headwatch.fixtures.organisms import FAMILIES, ORGANISMS, TRAIN_THREADS, missing_jobs, runner
+from headwatch.hubcache import repo_folder
+from headwatch.model_organisms import FAMILIES, ORGANISMS, TRAIN_THREADS, missing_jobs, runner
 from headwatch.fixtures.panels import organism_panel_model
-from headwatch.fixtures.organisms.train import TrainLog, repo_id, state_folder
+from headwatch.model_organisms.train import TrainLog, repo_id, state_folder
 from headwatch.fixtures.provider import Provider, ProviderOptions
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,7 +81,7 @@ def time_steps(family: str, seed: int, n: int, threads: int) -> float:
     """Seconds per training step over ``n`` steps (after 5 warm-up steps), no checkpointing."""
     import torch
 
-    from headwatch.fixtures.organisms.data import tiled_span_rows
+    from headwatch.model_organisms.data import tiled_span_rows
 
     torch.set_num_threads(threads)
     recipe = ORGANISMS[family].recipe

@@ -9,7 +9,7 @@ ablations at the last) ``--repeat`` times per N, keeping the run of least CPU ti
 ever adds), each in a fresh process on ``--threads`` torch threads (default 1: CPU time then counts
 work, not the spinning of idle threads on a shared machine), and as often without the probe. CPU
 time is the process's (user + system, every thread: ``time.process_time``); the probe's is what
-:class:`~headwatch.fixtures.trainloop.TrainingProbe` counts around its measurements (weights hash,
+:class:`~headwatch.training.trainloop.TrainingProbe` counts around its measurements (weights hash,
 checkpoint check, the probe run, writing the record). It prints a Markdown table: per N, the
 probe's CPU seconds per checkpoint, the probe's and the whole run's CPU seconds, the probe's share
 of the run's CPU time, the run's CPU time over the same run without the probe (everything headwatch

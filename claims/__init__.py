@@ -5,10 +5,10 @@ needs (docs/claims.md). Importing this package registers the built-in claims fir
 """
 from __future__ import annotations
 
-from .claim import Claim, GridValue, NegativeControl, Quantity, Threshold
-from .registry import ClaimError, all_claims, get_claim, register_claim
-from .verdict import KeyFigure, Status, Verdict
-from . import builtin  # noqa: E402,F401 - registers formation, F1-F5 and causal, in that order
+from headwatch.claims.claim import Claim, GridValue, NegativeControl, Quantity, Threshold
+from headwatch.claims.registry import ClaimError, all_claims, get_claim, register_claim
+from headwatch.claims.verdict import KeyFigure, Status, Verdict
+from headwatch.claims import builtin  # noqa: E402,F401 - registers formation, F1-F5 and causal, in that order
 
 __all__ = ["Claim", "ClaimError", "GridValue", "KeyFigure", "NegativeControl", "Quantity", "Status", "Threshold",
            "Verdict", "all_claims", "get_claim", "register_claim"]

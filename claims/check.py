@@ -27,9 +27,9 @@ from headwatch.fixtures.panels import PanelModel
 from headwatch.schema import to_data
 from headwatch.spec import Deviation
 
-from .judge import judge_claim, not_judged
-from .registry import gates
-from .verdict import Status, Verdict, check_deviation
+from headwatch.claims.judge import judge_claim, not_judged
+from headwatch.claims.registry import gates
+from headwatch.claims.verdict import Status, Verdict, check_deviation
 
 #: Status -> what the claim test does.
 PYTEST_OUTCOME: dict[Status, str] = {

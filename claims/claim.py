@@ -29,7 +29,7 @@ from headwatch.formatting import fmt_pct, fmt_tokens
 from headwatch.probes.record import MeasurementRecord
 from headwatch.spec import Expectations, Thresholds
 
-from .verdict import Verdict
+from headwatch.claims.verdict import Verdict
 
 
 def _doc(doc: str) -> dict[str, str]:

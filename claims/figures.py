@@ -28,8 +28,8 @@ from headwatch.probes.selectivity import bos_heads, head_labels, induction_circu
 
 from headwatch.spec import SPEC
 
-from . import trajectory as T
-from .verdict import CausalDetails, F2Details, F4Details, Verdict
+from headwatch.claims import trajectory as T
+from headwatch.claims.verdict import CausalDetails, F2Details, F4Details, Verdict
 
 DPI = 80
 #: Colours: one per head class (the grid), and the two quantities of the F5 twin axes.

@@ -25,12 +25,12 @@ import pytest
 
 from headwatch.fixtures.provider import Provider
 
-from .check import PYTEST_OUTCOME
-from .registry import all_claims
-from .report_data import (
+from headwatch.claims.check import PYTEST_OUTCOME
+from headwatch.claims.registry import all_claims
+from headwatch.claims.report_data import (
     FAILS, HOLDS, MISMATCH, VACUOUS, XFAIL, XPASS, draws_member_figures, model_report, population_parts, verdict_cell,
 )
-from .report_render import fragment
+from headwatch.claims.report_render import fragment
 
 #: The test module of every registered claim without one of its own (claims/test_registered_claims.py).
 GENERIC_TEST_MODULE = "test_registered_claims.py"

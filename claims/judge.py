@@ -24,17 +24,17 @@ from collections.abc import Sequence
 from headwatch.probes.record import MeasurementRecord
 from headwatch.spec import SPEC, Expectations, Thresholds
 
-from . import trajectory as T
-from .builtin.causal_ablation import judge_causal
-from .builtin.f1_zero_bos_floor import judge_f1, judge_f1_revision
-from .builtin.f2_bos_shape import judge_f2
-from .builtin.f3_induction_before_bos import judge_f3
-from .builtin.f4_early_convergence import INTERMEDIATE_READING, UNIFORM_READING, judge_f4
-from .builtin.f5_pr_precedes_threshold import judge_f5
-from .builtin.formation import judge_formation
-from .claim import Claim
-from .registry import all_claims
-from .verdict import CrashDetails, DeclaredOutcome, Status, Verdict, declared_outcome
+from headwatch.claims import trajectory as T
+from headwatch.claims.builtin.causal_ablation import judge_causal
+from headwatch.claims.builtin.f1_zero_bos_floor import judge_f1, judge_f1_revision
+from headwatch.claims.builtin.f2_bos_shape import judge_f2
+from headwatch.claims.builtin.f3_induction_before_bos import judge_f3
+from headwatch.claims.builtin.f4_early_convergence import INTERMEDIATE_READING, UNIFORM_READING, judge_f4
+from headwatch.claims.builtin.f5_pr_precedes_threshold import judge_f5
+from headwatch.claims.builtin.formation import judge_formation
+from headwatch.claims.claim import Claim
+from headwatch.claims.registry import all_claims
+from headwatch.claims.verdict import CrashDetails, DeclaredOutcome, Status, Verdict, declared_outcome
 
 __all__ = ["judge_model", "judge_claim", "judge_f1", "judge_f1_revision", "judge_f2", "judge_f3", "judge_f4",
            "judge_f5", "judge_causal", "judge_formation", "not_judged", "crashed", "status_word", "surprises",

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from headwatch.formatting import fmt_interval
 from headwatch.probes.record import MeasurementRecord
 
-from . import trajectory as T
-from .verdict import Point, Status, Verdict
+from headwatch.claims import trajectory as T
+from headwatch.claims.verdict import Point, Status, Verdict
 
 # ---- formatting helpers ----------------------------------------------------------------------
 

@@ -50,11 +50,11 @@ from headwatch.stats import (
     permutation_min_p, prediction_p,
 )
 
-from . import trajectory as T
-from .claim import GridValue, Quantity, fmt_for
-from .judge import judge_model
-from .registry import all_claims, gates
-from .verdict import KeyFigure, Status, Verdict, check_deviation
+from headwatch.claims import trajectory as T
+from headwatch.claims.claim import GridValue, Quantity, fmt_for
+from headwatch.claims.judge import judge_model
+from headwatch.claims.registry import all_claims, gates
+from headwatch.claims.verdict import KeyFigure, Status, Verdict, check_deviation
 
 #: The screen's own quantities (no claim's): whose spread over members is reported and against which
 #: candidates are placed, before each registered claim's ``placed_on`` (:func:`quantities`).

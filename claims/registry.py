@@ -30,8 +30,8 @@ from headwatch.names import did_you_mean
 from headwatch.spec import CLAIMS_GROUP, SPEC, Thresholds, declare_claim_name, forget_claim_name
 from headwatch.validation import InputError
 
-from .claim import QUANTITY_UNITS, Claim, NegativeControl, Quantity, UNITS
-from .verdict import DETAILS
+from headwatch.claims.claim import QUANTITY_UNITS, Claim, NegativeControl, Quantity, UNITS
+from headwatch.claims.verdict import DETAILS
 
 #: A claim's name: letters, digits, '_', '.', '-' (no '@' or ',': panels write CLAIM@REVISION, options comma lists).
 NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_.\-]{0,63}")

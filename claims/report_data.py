@@ -21,14 +21,14 @@ from headwatch.probes.record import MeasurementRecord
 from headwatch.probes.selectivity import bos_fraction
 from headwatch.spec import SPEC
 
-from . import trajectory as T
-from .figures import Figure, Trajectory, model_figures, population_figures, trajectory_of
-from .judge import judge_model
-from .population import Member, PopulationReport, member_from_verdicts, population_report
-from .claim import Claim
-from .registry import ClaimError, all_claims, get_claim
-from .sensitivity import SensitivityGrid, sensitivity_grid
-from .verdict import WORDS, DeclaredOutcome, Status, Verdict, check_deviation, declared_outcome
+from headwatch.claims import trajectory as T
+from headwatch.claims.figures import Figure, Trajectory, model_figures, population_figures, trajectory_of
+from headwatch.claims.judge import judge_model
+from headwatch.claims.population import Member, PopulationReport, member_from_verdicts, population_report
+from headwatch.claims.claim import Claim
+from headwatch.claims.registry import ClaimError, all_claims, get_claim
+from headwatch.claims.sensitivity import SensitivityGrid, sensitivity_grid
+from headwatch.claims.verdict import WORDS, DeclaredOutcome, Status, Verdict, check_deviation, declared_outcome
 
 #: Cell statuses: the verdict vocabulary's words (claims/verdict.py, the one place), how a declared
 #: deviation turned out, and "missing".

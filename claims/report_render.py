@@ -29,13 +29,13 @@ from typing import Any
 from headwatch.fixtures.cache import probe_code_version
 from headwatch.spec import SPEC
 
-from .figures import Figure
-from .population import PopulationReport, quantity_words
-from .report_data import (
+from headwatch.claims.figures import Figure
+from headwatch.claims.population import PopulationReport, quantity_words
+from headwatch.claims.report_data import (
     CELL_LABEL, CONSISTENT, FAILS, HOLDS, MEMBER_FIGURES_UP_TO, MISMATCH, MISSING, NA, NOT_ESTABLISHED,
     NOT_JUDGED, VACUOUS, XFAIL, XPASS, ModelReport, claim_title, rows_of, verdict_cell,
 )
-from .verdict import WORDS, Status
+from headwatch.claims.verdict import WORDS, Status
 
 #: Where to read a status word: colour per status (background, text).
 STATUS_STYLE = {

@@ -15,11 +15,11 @@ from headwatch.formatting import fmt_share
 from headwatch.probes.record import MeasurementRecord
 from headwatch.spec import SPEC, Expectations, Thresholds
 
-from .claim import Claim
-from .judge import judge_claim, judge_model
-from .registry import all_claims
-from .trajectory import by_tokens
-from .verdict import Status, Verdict
+from headwatch.claims.claim import Claim
+from headwatch.claims.judge import judge_claim, judge_model
+from headwatch.claims.registry import all_claims
+from headwatch.claims.trajectory import by_tokens
+from headwatch.claims.verdict import Status, Verdict
 
 #: (Thresholds field, what it is, the spec field holding its grid).
 KNOBS: tuple[tuple[str, str, str], ...] = (

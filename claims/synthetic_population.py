@@ -19,8 +19,8 @@ from headwatch.probes.record import (
 )
 from headwatch.spec import Expectations
 
-from .population import Member, member_of
-from .synthetic import A, B, C, FORMATION_EXPECT, HEALTHY_EXPECT, PR_HIGH, TOKENS, Ablations, healthy
+from headwatch.claims.population import Member, member_of
+from headwatch.claims.synthetic import A, B, C, FORMATION_EXPECT, HEALTHY_EXPECT, PR_HIGH, TOKENS, Ablations, healthy
 
 #: PR elevated from the first revision on for every circuit head, so F5 holds whatever the onset.
 EARLY_PR = {A: (PR_HIGH,) * len(TOKENS), B: (PR_HIGH,) * len(TOKENS), C: (PR_HIGH,) * len(TOKENS)}

@@ -409,7 +409,7 @@ def organism_models(chosen: Selection, model_ids: Iterable[str] | None = None) -
 def missing_organisms(chosen: Selection, models: Iterable[Any]) -> list[Any]:
     """The training jobs (``runner.TrainingJob``) of ``models`` whose organism cache lacks them, each
     measuring its checkpoints as it saves them, under the keys this selection's provider looks up."""
-    from headwatch.fixtures.organisms import missing_jobs  # deferred: torch (the trainer)
+    from headwatch.model_organisms import missing_jobs  # deferred: torch (the trainer)
 
     provider = chosen.provider
     first: dict[tuple[str, int, Path], Any] = {}
@@ -436,8 +436,8 @@ def training_cost(organisms: list[str]) -> str:
     """About how long training these organisms (``ORGANISMS`` keys, one per training) takes on this
     machine: one thread each, as many at a time as the runner starts."""
     # deferred: no fixtures in a foreign pytest run (the recipes and the estimate import no torch)
-    from headwatch.fixtures.organisms import TRAIN_THREADS, estimated_seconds
-    from headwatch.fixtures.organisms.specs import default_parallel, estimate_seconds
+    from headwatch.model_organisms import TRAIN_THREADS, estimated_seconds
+    from headwatch.model_organisms.specs import default_parallel, estimate_seconds
 
     parallel = default_parallel(TRAIN_THREADS, len(organisms))
     seconds = estimate_seconds([estimated_seconds(name) for name in organisms], parallel)
@@ -455,7 +455,7 @@ def training_failed(error: BaseException) -> bool:
     """Whether ``error`` is the training step's failure (``runner.TrainingError``: a child failed, or the
     step was stopped). Asked without importing the runner, whose package loads torch: where the runner
     was never imported, no training ran and nothing raised it."""
-    runner = sys.modules.get("headwatch.fixtures.organisms.runner")
+    runner = sys.modules.get("headwatch.model_organisms.runner")
     return runner is not None and isinstance(error, runner.TrainingError)
 
 
@@ -470,7 +470,7 @@ def ensure_organisms(chosen: Selection, *, train: bool, model_ids: Iterable[str]
     it would train more organisms than one run may without being told to
     (``validation.check_training_size``); in this process (``report`` gets each child's progress,
     ``on_locked`` is called once every organism's lock is held), or with ``background`` as a process
-    of its own (``headwatch organisms train``, :class:`~headwatch.fixtures.organisms.runner.TrainingStep`)
+    of its own (``headwatch organisms train``, :class:`~headwatch.model_organisms.runner.TrainingStep`)
     that this returns once it holds every lock: whatever asks for one of them from then on (the
     provider, in any process) waits for its training to end. Raises ``runner.TrainingError`` when a
     child fails (the others finish first).
@@ -482,7 +482,7 @@ def ensure_organisms(chosen: Selection, *, train: bool, model_ids: Iterable[str]
     command = training_command(chosen, models)
     if not jobs:
         return OrganismStep([], command)
-    from headwatch.fixtures.organisms import TRAIN_THREADS, runner  # deferred: torch (the trainer)
+    from headwatch.model_organisms import TRAIN_THREADS, runner  # deferred: torch (the trainer)
 
     names = [j.name for j in jobs]
     where = ", ".join(dict.fromkeys(str(j.cache_dir) for j in jobs))

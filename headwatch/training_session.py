@@ -194,7 +194,7 @@ class TrainingSession:
                 if m.origin.trains and m.organism is not None}
         if not keys or not hasattr(os, "nice"):
             return
-        from headwatch.fixtures.organisms.runner import training_now  # deferred: torch (the organisms package)
+        from headwatch.model_organisms.runner import training_now  # deferred: torch (the organisms package)
 
         if training_now(keys):
             os.nice(YIELD_NICENESS)

@@ -24,8 +24,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from .architectures import decoder_layers, head_geometry, out_proj_modules
-from .record import head_key, parse_head_key
+from headwatch.probes.architectures import decoder_layers, head_geometry, out_proj_modules
+from headwatch.probes.record import head_key, parse_head_key
 
 log = logging.getLogger("headwatch.probes.ablation")
 

@@ -23,7 +23,7 @@ class ArchSpec:
     out_proj: str  # output projection, relative to the attention block
     #: Parameters (relative to one layer) that write the layer's output into the residual stream:
     #: the attention output projection and the MLP's (or experts') down-projection, biases included.
-    #: Zeroing them makes the layer an exact identity (organisms grown part-way: fixtures/organisms/growth.py).
+    #: Zeroing them makes the layer an exact identity (organisms grown part-way: model_organisms/growth.py).
     residual_writers: tuple[str, ...] = ()
     n_heads_attr: str = "num_attention_heads"
     n_layers_attr: str = "num_hidden_layers"

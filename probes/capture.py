@@ -21,7 +21,7 @@ from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMa
 
 from headwatch.validation import InputError
 
-from .architectures import attention_modules, head_geometry
+from headwatch.probes.architectures import attention_modules, head_geometry
 
 CAPTURE_IMPLEMENTATION = "headwatch_capture"
 

@@ -16,8 +16,8 @@ import numpy as np
 
 from headwatch.stats import BOOTSTRAP, CLOPPER_PEARSON, bootstrap_weights, clopper_pearson, percentile_interval
 
-from .record import HEAD_CLASSES, RecordIntervals, TaskMetrics, head_key
-from .selectivity import BASELINE_FLOOR
+from headwatch.probes.record import HEAD_CLASSES, RecordIntervals, TaskMetrics, head_key
+from headwatch.probes.selectivity import BASELINE_FLOOR
 
 #: Classes averaged over valid examples only (docs/SPEC.md §2).
 _VALID_ONLY = ("induction", "duplicate-token")

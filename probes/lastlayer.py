@@ -16,7 +16,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from .architectures import arch_spec, decoder_layers
+from headwatch.probes.architectures import arch_spec, decoder_layers
 
 
 class _QueryPositionOnly(nn.Module):

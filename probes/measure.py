@@ -24,18 +24,18 @@ from tqdm.auto import tqdm
 from headwatch.names import duration
 from headwatch.validation import InputError, check_probe_settings, check_settings_for_model
 
-from . import ablation as ablation_lib
-from .architectures import HeadGeometry, head_geometry
-from .batch import InductionBatch, induction_batch
-from .capture import NonFiniteError, capture_kernel, capturing, check_finite
-from .intervals import record_intervals
-from .lastlayer import query_position_mlp
-from .participation import participation_ratio
-from .record import (
+from headwatch.probes import ablation as ablation_lib
+from headwatch.probes.architectures import HeadGeometry, head_geometry
+from headwatch.probes.batch import InductionBatch, induction_batch
+from headwatch.probes.capture import NonFiniteError, capture_kernel, capturing, check_finite
+from headwatch.probes.intervals import record_intervals
+from headwatch.probes.lastlayer import query_position_mlp
+from headwatch.probes.participation import participation_ratio
+from headwatch.probes.record import (
     PROBE_VERSION, AblationResult, MeasurementRecord, ProbeSettings, RecordIntervals, TaskMetrics, head_key,
 )
-from .selectivity import SelectivityAccumulator, baseline_positions, induction_circuit
-from .sink import sink_score
+from headwatch.probes.selectivity import SelectivityAccumulator, baseline_positions, induction_circuit
+from headwatch.probes.sink import sink_score
 
 log = logging.getLogger("headwatch.probes.measure")
 

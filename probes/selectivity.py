@@ -14,7 +14,7 @@ import numpy as np
 
 from headwatch.spec import SPEC
 
-from .record import HEAD_CLASSES, UNCLASSIFIED
+from headwatch.probes.record import HEAD_CLASSES, UNCLASSIFIED
 
 if TYPE_CHECKING:
     import torch

@@ -10,7 +10,7 @@ import torch
 
 from headwatch.spec import SPEC
 
-from .record import SinkScore, head_key
+from headwatch.probes.record import SinkScore, head_key
 
 
 def sink_score(first_position: torch.Tensor, eps: float = SPEC.sink_eps) -> SinkScore:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn as nn
 
-from .architectures import arch_spec
+from headwatch.probes.architectures import arch_spec
 
 
 def upcast_blocks(model: nn.Module) -> list[nn.Module]:

@@ -372,7 +372,7 @@ def local_panel_file(tmp_path, local_run) -> Path:
 @pytest.fixture
 def never_trains(monkeypatch):
     """Fail the test if an organism starts training (in this process, or as a step of its own)."""
-    from headwatch.fixtures.organisms import runner
+    from headwatch.model_organisms import runner
 
     def train(*args, **kwargs):
         raise AssertionError("an organism started training without --train")

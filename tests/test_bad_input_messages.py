@@ -222,7 +222,7 @@ def test_a_complete_cache_on_a_read_only_mount_is_judged(tmp_path, local_panel_f
 
 def test_a_damaged_training_log_is_named(tmp_path):
     """An organism's log.json is read through the bounded reader: damage is named, never a traceback."""
-    from headwatch.fixtures.organisms.train import TrainLog
+    from headwatch.model_organisms.train import TrainLog
 
     log = tmp_path / "log.json"
     for damage in ("{ torn", '{"family": "olmo"}', "[1, 2]"):

@@ -57,11 +57,11 @@ def test_judging_recorded_measurements_loads_no_torch(tmp_path):
     recognised (``selection.training_failed``) without importing its runner."""
     code = ("import sys; from headwatch.cli import main\n"
             f"code = main(['judge', '--panel', 'published', '--cache-dir', {str(tmp_path / 'c')!r}])\n"
-            "print(code, sorted(m for m in ('torch', 'transformers', 'headwatch.fixtures.organisms') if m in sys.modules))")
+            "print(code, sorted(m for m in ('torch', 'transformers', 'headwatch.model_organisms') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=300)
     assert out.stdout.strip().splitlines()[-1] == "0 []", out.stdout[-2000:] + out.stderr[-2000:]
     from headwatch import selection
-    from headwatch.fixtures.organisms import runner
+    from headwatch.model_organisms import runner
 
     assert selection.training_failed(runner.TrainingCancelled("stopped"))
     assert not selection.training_failed(RuntimeError("a bug"))

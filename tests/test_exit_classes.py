@@ -31,6 +31,7 @@ pytest_plugins = ["pytester"]
 ROOT = Path(__file__).resolve().parents[1]
 #: The installed namespace's folders (pyproject's package-dir).
 PACKAGES = {"headwatch": "headwatch", "probes": "headwatch.probes", "fixtures": "headwatch.fixtures",
+            "model_organisms": "headwatch.model_organisms", "training": "headwatch.training", "fanout": "headwatch.fanout",
             "claims": "headwatch.claims"}
 
 #: Raise sites of exceptions that are not bad input, each with why it is a defect (a broken promise
@@ -78,24 +79,24 @@ DEFECTS: dict[tuple[str, str, str], str] = {
     ("fixtures/cache.py", "MeasurementCache._read", "ValueError"): "caught by _read: a corrupt entry, recomputed",
     ("fixtures/panels/sources.py", "Source.locate", "ValueError"): "callers locate only models whose source has "
                                                                       "checkpoints (not one that reads records)",
-    # organisms: recipes are code, not input (fixtures/organisms/recipes.py), checked when defined
-    ("fixtures/organisms/recipes.py", "Organism.tokens_seen", "ValueError"): "revisions of the recipe's own schedule",
-    ("fixtures/organisms/__init__.py", "__getattr__", "AttributeError"): "Python's protocol for an attribute a "
+    # organisms: recipes are code, not input (model_organisms/recipes.py), checked when defined
+    ("model_organisms/recipes.py", "Organism.tokens_seen", "ValueError"): "revisions of the recipe's own schedule",
+    ("model_organisms/__init__.py", "__getattr__", "AttributeError"): "Python's protocol for an attribute a "
                                                                           "module lacks (the runner loads on demand)",
-    ("fixtures/organisms/specs.py", "DataSpec.__post_init__", "ValueError"): "a recipe constant",
-    ("fixtures/organisms/specs.py", "GrowthSpec.__post_init__", "ValueError"): "a recipe constant",
-    ("fixtures/organisms/head_dropout.py", "HeadDropout.__init__", "ValueError"): "a recipe constant",
-    ("fixtures/organisms/invariant.py", "compose_layer_norms", "ValueError"): "the architectures organisms train",
-    ("fixtures/organisms/numerics.py", "path_environ", "ValueError"): "names from NAMED_PATHS (benchmarks)",
-    ("fixtures/organisms/specs.py", "log_schedule", "ValueError"): "a recipe constant",
-    ("fixtures/organisms/specs.py", "Recipe.__post_init__", "ValueError"): "a recipe constant",
-    ("fixtures/organisms/specs.py", "Recipe.model_class", "NotImplementedError"): "an abstract method",
-    ("fixtures/organisms/specs.py", "Recipe.model_config", "NotImplementedError"): "an abstract method",
-    ("fixtures/organisms/specs.py", "Recipe.build_model", "RuntimeError"): "growth and the architecture table disagree",
-    ("fixtures/organisms/specs.py", "_check_choice", "ValueError"): "a recipe constant",
-    ("fixtures/organisms/runner.py", "train_in_subprocesses", "TrainingError"):
+    ("model_organisms/specs.py", "DataSpec.__post_init__", "ValueError"): "a recipe constant",
+    ("model_organisms/specs.py", "GrowthSpec.__post_init__", "ValueError"): "a recipe constant",
+    ("model_organisms/head_dropout.py", "HeadDropout.__init__", "ValueError"): "a recipe constant",
+    ("model_organisms/invariant.py", "compose_layer_norms", "ValueError"): "the architectures organisms train",
+    ("model_organisms/numerics.py", "path_environ", "ValueError"): "names from NAMED_PATHS (benchmarks)",
+    ("model_organisms/specs.py", "log_schedule", "ValueError"): "a recipe constant",
+    ("model_organisms/specs.py", "Recipe.__post_init__", "ValueError"): "a recipe constant",
+    ("model_organisms/specs.py", "Recipe.model_class", "NotImplementedError"): "an abstract method",
+    ("model_organisms/specs.py", "Recipe.model_config", "NotImplementedError"): "an abstract method",
+    ("model_organisms/specs.py", "Recipe.build_model", "RuntimeError"): "growth and the architecture table disagree",
+    ("model_organisms/specs.py", "_check_choice", "ValueError"): "a recipe constant",
+    ("model_organisms/runner.py", "train_in_subprocesses", "TrainingError"):
         "a training child failed; its own error and log lines are printed above (the class is the child's)",
-    ("fixtures/organisms/runner.py", "TrainingStep.start", "TrainingError"):
+    ("model_organisms/runner.py", "TrainingStep.start", "TrainingError"):
         "the training step ended before holding its locks: its own output (a failed child, a crash) comes with it; "
         "bad input was refused by the caller, which checked the same selection before starting it",
     ("headwatch/cli/organisms.py", "_Renamed.__call__", "ArgumentError"):
@@ -106,7 +107,7 @@ DEFECTS: dict[tuple[str, str, str], str] = {
     ("claims/synthetic.py", "planted_trajectory", "ValueError"): "planted data of the negative controls",
     ("claims/synthetic_population.py", "member_records", "ValueError"): "planted data of the negative controls",
     ("claims/figures.py", "population_trajectory_figure", "ValueError"): "quantity is one of its two callers' constants",
-    ("fixtures/trainloop.py", "_toml", "TypeError"): "the panel a run writes from its own validated settings",
+    ("training/trainloop.py", "_toml", "TypeError"): "the panel a run writes from its own validated settings",
     # the judge's quantities on records the provider validated and ordered
     ("claims/trajectory.py", "by_tokens", "ValueError"): "the provider fills tokens or refuses the record",
     ("claims/trajectory.py", "series_shape", "ValueError"): "a trajectory has >= 1 revision",
@@ -299,7 +300,7 @@ def test_an_environment_variable_it_cannot_hold_is_named(headwatch_cli, checkpoi
 
 
 def test_the_training_numerics_variable_is_named(monkeypatch):
-    from headwatch.fixtures.organisms import numerics
+    from headwatch.model_organisms import numerics
 
     monkeypatch.setenv(numerics.MODE_ENV, "fast")
     with pytest.raises(InputError, match="HEADWATCH_TRAIN_NUMERICS='fast'"):

@@ -18,10 +18,10 @@ import pytest
 
 from headwatch.cli import main
 from headwatch.fixtures import loading
-from headwatch.fixtures.executors import LocalPool, MeasureJob, SlurmArray
-from headwatch.fixtures.fanout import measured_content, measurement_differences, plan_panel, run_task
+from headwatch.fanout.executors import LocalPool, MeasureJob, SlurmArray
+from headwatch.fanout.tasks import measured_content, measurement_differences, plan_panel, run_task
 from headwatch_testing.faults import DieMidWrite
-from headwatch.fixtures.hubcache import cached_revisions
+from headwatch.hubcache import cached_revisions
 from headwatch.fixtures.panels import load_panel
 from headwatch.fixtures.provider import Provider, ProviderOptions
 from headwatch_testing.tinypanel import write_tiny_hub_panel
@@ -292,7 +292,7 @@ def test_pytest_claims_read_a_record_folder_without_measuring(record_folder, tin
 def test_a_plan_lists_untrained_organisms_and_trains_nothing(tmp_path, never_trains):
     """The plan never trains (the training step does, before it): an organism the cache lacks is
     listed, its checkpoints to be measured as it trains, and no task is planned for it."""
-    from headwatch.fixtures import fanout
+    from headwatch.fanout import tasks as fanout
 
     models = load_panel("organisms").models
     plan = fanout.plan_panel(models, ProviderOptions(cache_dir=tmp_path / "hw", organisms_cache_dir=str(tmp_path / "org")))

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from headwatch.fixtures.executors import RayExecutor, SlurmArray
-from headwatch.fixtures.fanout import TIMING_FIELDS, measured_content, measurement_differences, plan_panel
+from headwatch.fanout.executors import RayExecutor, SlurmArray
+from headwatch.fanout.tasks import TIMING_FIELDS, measured_content, measurement_differences, plan_panel
 from headwatch_testing.faults import DieMidWrite, SlowMeasure
 from headwatch.fixtures.panels import load_panel
 from headwatch.fixtures.provider import Provider, ProviderOptions
@@ -194,8 +194,8 @@ def test_submitit_local_interrupted_ends_its_jobs_without_sigint(panel, tmp_path
 
 RACER = """
 import json, sys
-from headwatch.fixtures.executors import RayExecutor, SlurmArray
-from headwatch.fixtures.fanout import plan_panel
+from headwatch.fanout.executors import RayExecutor, SlurmArray
+from headwatch.fanout.tasks import plan_panel
 from headwatch_testing.faults import SlowMeasure
 from headwatch.fixtures.panels import load_panel
 from headwatch.fixtures.provider import ProviderOptions

@@ -130,7 +130,7 @@ def test_files_and_folders_honour_the_umask(umask, tmp_path, checkpoint, headwat
     """Records, cache entries, report files and Hub-format snapshots (organisms) get 0666/0777 less the
     umask: 0644/0755 under 022, 0600/0700 under 077."""
     from headwatch.fixtures.cache import CacheKey, MeasurementCache
-    from headwatch.fixtures.hubcache import save_revision
+    from headwatch.hubcache import save_revision
     from headwatch.probes.record import ProbeSettings, write_json_atomic
 
     want_file, want_dir = 0o666 & ~umask, 0o777 & ~umask
@@ -161,8 +161,8 @@ def test_files_and_folders_honour_the_umask(umask, tmp_path, checkpoint, headwat
 
 def test_organism_training_state_honours_the_umask(umask, tmp_path):
     """The organisms' own training state (safetensors writes 0600 whatever the umask)."""
-    from headwatch.fixtures.organisms import ORGANISMS
-    from headwatch.fixtures.organisms.train import TrainLog, _make_optimizer, _save_state
+    from headwatch.model_organisms import ORGANISMS
+    from headwatch.model_organisms.train import TrainLog, _make_optimizer, _save_state
 
     recipe = ORGANISMS["olmo"].recipe
     model = recipe.build_model(0)

@@ -1,4 +1,4 @@
-"""Organisms grown part-way (fixtures/organisms/growth.py): the early run is the smaller organism's,
+"""Organisms grown part-way (model_organisms/growth.py): the early run is the smaller organism's,
 bit for bit; grown layers are exact identities until they join; a run resumed across the growth step
 ends with the same weights; bad growth settings are refused before any training.
 """
@@ -9,8 +9,8 @@ import dataclasses
 import pytest
 import torch
 
-from headwatch.fixtures.organisms import FAMILIES, ORGANISMS, DataSpec, GrowthSpec
-from headwatch.fixtures.organisms.train import repo_id, train
+from headwatch.model_organisms import FAMILIES, ORGANISMS, DataSpec, GrowthSpec
+from headwatch.model_organisms.train import repo_id, train
 from headwatch.probes.architectures import decoder_layers, residual_writer_parameters
 
 TINY_DATA = DataSpec(seq_len=24, batch_size=4, vocab_lo=4, vocab_hi=64, span_lo=4, span_hi=10)

@@ -95,13 +95,6 @@ def test_the_checker_finds_a_planted_relative_import():
     assert relative_imports("from . import a\nfrom headwatch.b import c\nfrom ..d import e\nimport f\n") == [1, 3]
 
 
-#: Relative imports in the shipped packages when this checker was written; converted in one go by a
-#: script after the branches of that round merged (docs/DESIGN.md says every import is absolute).
-RELATIVE_IMPORTS_MEASURED = 133
-
-
-@pytest.mark.xfail(strict=True, reason=f"{RELATIVE_IMPORTS_MEASURED} relative imports remain, to be converted in "
-                                       "one go (absolutize_imports.py) once every branch has merged")
 def test_every_import_is_absolute():
     found = [f"{p.relative_to(ROOT)}:{line}" for p in shipped_files() for line in relative_imports(p.read_text())]
     assert not found, f"{len(found)} relative imports: {found[:10]}"

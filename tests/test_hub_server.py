@@ -31,7 +31,7 @@ from types import SimpleNamespace
 import pytest
 
 from headwatch.fixtures import loading
-from headwatch.fixtures.hubcache import cached_revisions, repo_folder
+from headwatch.hubcache import cached_revisions, repo_folder
 from headwatch.fixtures.panels import PanelError, PanelModel, load_panel
 from headwatch.fixtures.provider import Provider, ProviderOptions
 from headwatch.fixtures.realconfigs import MISTRAL_SCHEDULE, PYTHIA_SCHEDULE, SUITES
@@ -504,7 +504,7 @@ def test_rate_limited_listing_fails_clearly_and_file_listing_waits(endpoint, tmp
 def test_a_failing_weights_host_keeps_its_status_and_url_in_the_task_reason(endpoint, repos, tmp_path):
     """A 502 from the CDN for a weights file: the fan-out task fails with the HTTP status and the URL
     in its reason (they used to be dropped for a generic "could not load")."""
-    from headwatch.fixtures.fanout import MeasureTask, run_task
+    from headwatch.fanout.tasks import MeasureTask, run_task
 
     hub_cache = tmp_path / "hub"
     pm = load_panel(hub_panel(tmp_path, hub_cache, "test-org/olmo-tiny", ["step1000-tokens2B"])).models[0]

@@ -5,8 +5,8 @@ import dataclasses
 
 import torch
 
-from headwatch.fixtures.organisms import ORGANISMS
-from headwatch.fixtures.organisms.invariant import DENSE_EXPERTS, ComposedLayerNorm, compose_layer_norms
+from headwatch.model_organisms import ORGANISMS
+from headwatch.model_organisms.invariant import DENSE_EXPERTS, ComposedLayerNorm, compose_layer_norms
 
 
 def tiny_olmoe(kernel: str) -> torch.nn.Module:

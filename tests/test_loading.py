@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from headwatch.fixtures import loading
-from headwatch.fixtures.hubcache import repo_folder, save_revision
+from headwatch.hubcache import repo_folder, save_revision
 from headwatch.fixtures.panels import PanelError, load_panel, parse_panel
 from headwatch.fixtures.provider import IdenticalWeightsWarning, Provider, ProviderOptions
 from headwatch_testing.tiny import tiny_model

@@ -184,7 +184,7 @@ def test_one_rule_per_probe_setting():
 
     assert set(PROBE_RULES) == {f.name for f in dataclasses.fields(ProbeSettings)}
     check_probe_settings(dataclasses.asdict(ProbeSettings()))  # the paper's defaults pass
-    from headwatch.fixtures.organisms import PROBE
+    from headwatch.model_organisms import PROBE
 
     check_probe_settings(dataclasses.asdict(PROBE))  # and the organisms'
 

@@ -7,7 +7,7 @@ import pytest
 
 from headwatch.cli import main
 from headwatch.fixtures import loading
-from headwatch.fixtures.hubcache import save_revision
+from headwatch.hubcache import save_revision
 from headwatch_testing.tiny import tiny_model
 
 #: Probe settings that fit the tiny models and run in a second.

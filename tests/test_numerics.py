@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from headwatch.fixtures.organisms import numerics
+from headwatch.model_organisms import numerics
 
 needs_avx2 = pytest.mark.skipif(not numerics.can_pin(),
                                 reason="the pinned path needs an x86-64 CPU with AVX2 and FMA")
@@ -21,9 +21,9 @@ needs_avx2 = pytest.mark.skipif(not numerics.can_pin(),
 # prints the weights' hash and what describe_numerics() recorded in the checkpoint.
 CHILD = """
 import dataclasses, hashlib, json, sys
-from headwatch.fixtures.hubcache import cached_revisions
-from headwatch.fixtures.organisms import ORGANISMS
-from headwatch.fixtures.organisms.train import read_checkpoint_meta, repo_id, train
+from headwatch.hubcache import cached_revisions
+from headwatch.model_organisms import ORGANISMS
+from headwatch.model_organisms.train import read_checkpoint_meta, repo_id, train
 recipe = dataclasses.replace(ORGANISMS["gptneox"].recipe, total_steps=8, checkpoints=(0, 8))
 train(recipe, seed=0, cache_dir=sys.argv[1], progress=False, threads=1)
 repo = repo_id("gptneox", 0)

@@ -13,8 +13,8 @@ import pytest
 
 from headwatch.claims.judge import judge_formation
 from headwatch.claims.verdict import Status
-from headwatch.fixtures.organisms import ORGANISMS
-from headwatch.fixtures.organisms.train import read_checkpoint_meta, repo_id, revision_name, train
+from headwatch.model_organisms import ORGANISMS
+from headwatch.model_organisms.train import read_checkpoint_meta, repo_id, revision_name, train
 from headwatch.fixtures.panels import load_panel
 from headwatch.probes.record import TRAINING_PROVENANCE
 

@@ -13,11 +13,11 @@ import os
 import pytest
 import torch
 
-from headwatch.fixtures.hubcache import cached_revisions, repo_folder
-from headwatch.fixtures.organisms import FAMILIES, ORGANISMS, DataSpec, missing_jobs, runner
-from headwatch.fixtures.organisms import train as train_mod
-from headwatch.fixtures.organisms.numerics import training_env
-from headwatch.fixtures.organisms.train import META_FILE, STATE_DIR, TrainLog, log_schedule, missing_revisions, train
+from headwatch.hubcache import cached_revisions, repo_folder
+from headwatch.model_organisms import FAMILIES, ORGANISMS, DataSpec, missing_jobs, runner
+from headwatch.model_organisms import train as train_mod
+from headwatch.model_organisms.numerics import training_env
+from headwatch.model_organisms.train import META_FILE, STATE_DIR, TrainLog, log_schedule, missing_revisions, train
 
 TINY_DATA = DataSpec(seq_len=24, batch_size=4, vocab_lo=4, vocab_hi=64, span_lo=4, span_hi=10)
 
@@ -138,8 +138,8 @@ def test_missing_jobs_are_what_the_cache_lacks(tmp_path, monkeypatch):
 FAKE_CHILD = """
 import os, signal, sys, time
 from pathlib import Path
-from headwatch.fixtures.organisms.runner import Progress
-from headwatch.fixtures.processes import as_child
+from headwatch.model_organisms.runner import Progress
+from headwatch.processes import as_child
 as_child()  # what the training child's entry point does first
 args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
 family, seed = args["--family"], int(args["--seed"])
@@ -216,8 +216,8 @@ def test_the_step_holds_every_lock_from_its_start_and_hands_each_to_its_child(fa
 FAKE_STEP = """
 import signal, sys
 from pathlib import Path
-from headwatch.fixtures.organisms import runner
-from headwatch.fixtures.processes import watch_parent
+from headwatch.model_organisms import runner
+from headwatch.processes import watch_parent
 watch_parent()  # what `headwatch organisms train` does first
 def interrupted(signum, frame):  # as `headwatch organisms train` takes SIGTERM: as Ctrl-C
     raise KeyboardInterrupt
@@ -372,7 +372,7 @@ def test_training_env_pins_thread_pools():
 
 @pytest.mark.slow
 def test_child_trains_under_a_lock_and_reports_each_checkpoint(tmp_path, monkeypatch, capsys):
-    """The child (what ``python -m headwatch.fixtures.organisms`` runs): one line per checkpoint; a
+    """The child (what ``python -m headwatch.model_organisms`` runs): one line per checkpoint; a
     second process asking for an organism that is being trained waits for it, then trains nothing."""
     import fcntl
     import threading
@@ -413,7 +413,7 @@ def test_child_trains_under_a_lock_and_reports_each_checkpoint(tmp_path, monkeyp
 
 
 def test_cli_families_are_the_packages():
-    from headwatch.fixtures.organisms import FAMILIES
+    from headwatch.model_organisms import FAMILIES
     from headwatch.cli.organisms import FAMILIES as CLI_FAMILIES, ORGANISM_NAMES
 
     assert CLI_FAMILIES == FAMILIES
@@ -492,7 +492,7 @@ def test_one_more_child_than_cores_when_jobs_wait():
                                          (["--organisms-cache-dir", "{file}"], "a-file")])
 def test_organisms_train_arguments_are_checked(argv, names, tmp_path, headwatch_cli, monkeypatch):
     """Refused before any child process starts (main started training with them)."""
-    from headwatch.fixtures.organisms import runner
+    from headwatch.model_organisms import runner
 
     def train(*args, **kwargs):
         raise AssertionError("training started with bad arguments")

@@ -98,7 +98,7 @@ def test_organisms_panel_schema():
 
 
 def test_organisms_panel_takes_its_checkpoints_from_the_recipes():
-    organisms = pytest.importorskip("headwatch.fixtures.organisms")
+    organisms = pytest.importorskip("headwatch.model_organisms")
     for m in load_panel("organisms").models:
         org = organisms.ORGANISMS[m.organism.family]
         assert m.repo == org.repo_id(m.organism.seed)
@@ -123,7 +123,7 @@ def test_an_organism_entry_may_override_its_recipe(tmp_path):
 
 def test_the_audit_example_is_a_second_seed_of_a_shipped_organism():
     """docs/examples/audit-seed1.toml (README "Auditing a new seed") parses and names seed 1."""
-    organisms = pytest.importorskip("headwatch.fixtures.organisms")
+    organisms = pytest.importorskip("headwatch.model_organisms")
     example = Path(__file__).resolve().parents[1] / "docs" / "examples" / "audit-seed1.toml"
     (m,) = load_panel(str(example)).models
     org = organisms.ORGANISMS[m.organism.family]
@@ -134,7 +134,7 @@ def test_the_audit_example_is_a_second_seed_of_a_shipped_organism():
 
 def test_the_sink_example_declares_its_sinks():
     """docs/examples/sink-organism-seed1.toml: the grown OLMoE, seed 1, with the sink conditions."""
-    organisms = pytest.importorskip("headwatch.fixtures.organisms")
+    organisms = pytest.importorskip("headwatch.model_organisms")
     example = Path(__file__).resolve().parents[1] / "docs" / "examples" / "sink-organism-seed1.toml"
     (m,) = load_panel(str(example)).models
     org = organisms.ORGANISMS[m.organism.family]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from headwatch.fixtures import loading
-from headwatch.fixtures.hubcache import repo_folder, write_ref
+from headwatch.hubcache import repo_folder, write_ref
 from headwatch.fixtures.panels import PanelError, load_panel, parse_panel
 from headwatch.fixtures.provider import Provider, ProviderOptions
 from headwatch_testing.tiny import tiny_model

@@ -14,8 +14,8 @@ import pytest
 
 from headwatch import plugin, training_session
 from headwatch.fixtures.panels import load_panel
-from headwatch.fixtures import organisms  # imported before pytester's in-process runs snapshot sys.modules
-from headwatch.fixtures.organisms import runner
+from headwatch import model_organisms as organisms  # imported before pytester's in-process runs snapshot sys.modules
+from headwatch.model_organisms import runner
 
 pytest_plugins = ["pytester"]
 
@@ -69,7 +69,7 @@ def test_plugin_is_inert_for_a_foreign_suite(tmp_path, args):
             if "headwatch" in l and not l.startswith("plugins:")]  # pytest's header lists installed plugins
     assert not ours, ours
     # no panel parsed, nothing measured or trained: those modules (and torch) were never even imported
-    assert not {"headwatch.fixtures.panels", "headwatch.fixtures.provider", "headwatch.fixtures.organisms",
+    assert not {"headwatch.fixtures.panels", "headwatch.fixtures.provider", "headwatch.model_organisms",
                 "headwatch.claims.html_report", "torch", "transformers"} & set(modules), modules
     assert not (tmp_path / "hw-cache").exists() and not (tmp_path / "org-cache").exists()
     if "--html" in args:
@@ -86,7 +86,7 @@ def test_claim_tests_are_recognised_wherever_headwatch_is():
 
 FAKE_STEP = """
 import sys
-from headwatch.fixtures.organisms.runner import Progress, READY_LINE
+from headwatch.model_organisms.runner import Progress, READY_LINE
 print("the step was started as: " + " ".join(sys.argv[1:]), flush=True)
 print(READY_LINE, flush=True)
 for step, eta in ((0, None), (1500, 0.0)):
@@ -200,8 +200,8 @@ def test_the_training_session_is_registered_only_with_train(pytester, monkeypatc
 
 ENDLESS_STEP = """
 import os, signal, sys
-from headwatch.fixtures.organisms.runner import READY_LINE
-from headwatch.fixtures.processes import watch_parent
+from headwatch.model_organisms.runner import READY_LINE
+from headwatch.processes import watch_parent
 watch_parent()  # as `headwatch organisms train` does first
 signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(130))  # as it takes SIGTERM: as Ctrl-C, exit 130
 with open(os.environ["STEP_PID"], "w") as f:

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import pytest
 
-from headwatch.fixtures.executors import ExecutorError, SlurmArray
-from headwatch.fixtures.fanout import MeasureTask
+from headwatch.fanout.executors import ExecutorError, SlurmArray
+from headwatch.fanout.tasks import MeasureTask
 from headwatch.fixtures.panels import load_panel
 from headwatch.fixtures.provider import ProviderOptions
 
@@ -100,7 +100,7 @@ def test_ray_without_address_starts_its_own_cluster_beside_a_ray_start_one(tmp_p
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed (pip install 'headwatch[ray]')")
 def test_an_address_where_nothing_answers_is_refused_at_once():
     """ray.init on a dead host:port retried for minutes; nothing listening there is named in seconds."""
-    from headwatch.fixtures.executors import RayExecutor
+    from headwatch.fanout.executors import RayExecutor
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

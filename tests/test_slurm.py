@@ -28,8 +28,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from headwatch.fixtures.executors import SlurmArray
-from headwatch.fixtures.fanout import plan_panel
+from headwatch.fanout.executors import SlurmArray
+from headwatch.fanout.tasks import plan_panel
 from headwatch_testing.faults import SlowMeasure
 from headwatch.fixtures.panels import load_panel
 from headwatch.fixtures.provider import ProviderOptions
@@ -205,7 +205,7 @@ def test_a_cancelled_array_task_without_accounting_is_found_retried_and_reported
     (``scancel 123_0``) is found gone without a result, said in a line, resubmitted, and its result
     says it took two attempts; with no retries left the task is reported failed with the reason,
     and the run ends instead of waiting forever (issue 33)."""
-    from headwatch.fixtures.executors import slurm_accounting
+    from headwatch.fanout.executors import slurm_accounting
 
     has, why = slurm_accounting()
     assert not has and "accounting" in why.lower(), why

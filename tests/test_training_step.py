@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from headwatch import selection, validation
-from headwatch.fixtures.organisms import runner
+from headwatch.model_organisms import runner
 from headwatch.validation import InputError
 
 

@@ -24,15 +24,16 @@ import pytest
 import torch
 from headwatch_testing import trainruns
 
-from headwatch.fixtures import loading, training_child
-from headwatch.fixtures.fanout import is_cached
-from headwatch.fixtures.hubcache import cached_revisions, repo_folder
-from headwatch.fixtures.organisms import ORGANISMS, DataSpec, runner
-from headwatch.fixtures.organisms.train import train
+from headwatch.fixtures import loading
+from headwatch.training import training_child
+from headwatch.fanout.tasks import is_cached
+from headwatch.hubcache import cached_revisions, repo_folder
+from headwatch.model_organisms import ORGANISMS, DataSpec, runner
+from headwatch.model_organisms.train import train
 from headwatch.fixtures.panels import load_panel, parse_panel
 from headwatch.fixtures.provider import Provider, ProviderOptions, measurement_key
 from headwatch.fixtures.runstore import store_dir
-from headwatch.fixtures.trainloop import MEASURED_IN, MeasurePlan, TrainingProbe, planned_probe, training_untouched
+from headwatch.training.trainloop import MEASURED_IN, MeasurePlan, TrainingProbe, planned_probe, training_untouched
 from headwatch.probes.record import ProbeSettings
 from headwatch.validation import InputError
 
@@ -296,7 +297,7 @@ def _trainer_run(tmp_path, name: str, callback, *, others=(), bind: bool = False
 
 
 def test_the_trainer_callback_measures_each_save_and_changes_nothing(tmp_path, monkeypatch):
-    from headwatch.fixtures.trainer_callback import HeadwatchCallback
+    from headwatch.training.trainer_callback import HeadwatchCallback
 
     lines = []
     callback = HeadwatchCallback("trainer-run", TINY_PROBE, tokens_per_step=96, expect={"dclm": False},
@@ -485,7 +486,7 @@ needs_bf16_attention = pytest.mark.skipif(
 def test_trainer_bf16_records_equal_a_reload_of_each_checkpoint(tmp_path):
     """Trainer(bf16=True) on CPU: accelerate wraps forward in a bfloat16 autocast; the records written
     in training equal what loading each checkpoint in float32 and measuring it gives."""
-    from headwatch.fixtures.trainer_callback import HeadwatchCallback
+    from headwatch.training.trainer_callback import HeadwatchCallback
     from headwatch.probes.measure import measure
 
     callback = HeadwatchCallback("bf16-run", TINY_PROBE, tokens_per_step=96, report=lambda line: None)
@@ -530,7 +531,7 @@ def test_a_users_autocast_block_is_left_for_the_probe(tmp_path):
 
 
 def test_a_forward_that_turns_autocast_on_itself_is_refused(tmp_path):
-    from headwatch.fixtures.heldmodel import MixedPrecisionActive
+    from headwatch.training.heldmodel import MixedPrecisionActive
 
     model = trainruns.tiny_model(dropout=0.0)
     model.forward = torch.autocast("cpu", dtype=torch.bfloat16)(model.forward)  # no original kept to fall back on
@@ -606,7 +607,7 @@ class FullyShardedDataParallel(torch.nn.Module):
 
 
 def test_wrappers_are_unwrapped_and_sharded_ones_refused(tmp_path):
-    from headwatch.fixtures.heldmodel import ModelNotMeasurable, unwrap
+    from headwatch.training.heldmodel import ModelNotMeasurable, unwrap
 
     model = trainruns.tiny_model()
     assert unwrap(torch.nn.parallel.DataParallel(model)) is model  # a .module wrapper without a config
@@ -681,7 +682,7 @@ def test_bad_tokens_seen_is_refused_before_measuring(tokens, tmp_path):
 
 
 def test_a_huge_example_count_is_refused_before_any_allocation(tmp_path, monkeypatch):
-    import headwatch.fixtures.trainloop as trainloop
+    import headwatch.training.trainloop as trainloop
 
     monkeypatch.setattr(trainloop, "induction_batch", _never)
     with pytest.raises(InputError, match=r"settings\.n_examples: got 1,000,000,000"):
@@ -695,7 +696,7 @@ def test_a_huge_example_count_is_refused_before_any_allocation(tmp_path, monkeyp
 def test_a_module_the_probes_cannot_read_is_refused(tmp_path):
     from transformers import GPTNeoXForCausalLM
 
-    from headwatch.fixtures.heldmodel import ModelNotMeasurable
+    from headwatch.training.heldmodel import ModelNotMeasurable
 
     probe = TrainingProbe.for_run("odd-modules", tmp_path / "run", TINY_PROBE, measure_fn=_never)
     with pytest.raises(ModelNotMeasurable, match="model: a Linear without a config"):
@@ -735,7 +736,7 @@ def test_a_revision_is_never_measured_again_at_other_weights(tmp_path):
 def test_the_figures_of_each_checkpoint_reach_the_trainers_log(tmp_path):
     from transformers import TrainerCallback
 
-    from headwatch.fixtures.trainer_callback import HeadwatchCallback
+    from headwatch.training.trainer_callback import HeadwatchCallback
 
     class Tracker(TrainerCallback):  # stands for TensorBoard, W&B, trackio: called before headwatch's callback
         logged: list[dict] = []
@@ -798,7 +799,7 @@ def test_formation_and_near_miss_lines_go_through_logging(tmp_path, caplog):
 
 
 def test_the_training_default_count_is_kept_in_the_record_and_leaves_spec_alone(tmp_path):
-    from headwatch.fixtures.trainloop import TRAINING_EXAMPLES
+    from headwatch.training.trainloop import TRAINING_EXAMPLES
     from headwatch.spec import PROBE_RUN
 
     settings = dataclasses.replace(TINY_PROBE, n_examples=PROBE_RUN.n_examples, n_pr=PROBE_RUN.n_pr)  # left at SPEC's

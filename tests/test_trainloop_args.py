@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from headwatch.fixtures.trainloop import TrainingProbe
+from headwatch.training.trainloop import TrainingProbe
 from headwatch.validation import InputError
 from headwatch_testing import trainruns
 
@@ -41,7 +41,7 @@ REFUSED = {
 @pytest.mark.parametrize("case", sorted(REFUSED))
 def test_the_trainer_callback_checks_every_argument_when_built(case):
     pytest.importorskip("transformers")
-    from headwatch.fixtures.trainer_callback import HeadwatchCallback
+    from headwatch.training.trainer_callback import HeadwatchCallback
 
     kwargs, says = REFUSED[case]
     with pytest.raises(InputError) as e:
@@ -51,7 +51,7 @@ def test_the_trainer_callback_checks_every_argument_when_built(case):
 
 def test_the_callbacks_control_arguments_are_taken():
     pytest.importorskip("transformers")
-    from headwatch.fixtures.trainer_callback import HeadwatchCallback
+    from headwatch.training.trainer_callback import HeadwatchCallback
 
     callback = HeadwatchCallback("run-1", {"seq_len": 64, "vocab_lo": 4, "vocab_hi": 64}, n_examples=100,
                                  tokens_per_step=96, every_n_steps=5, measure_initial=False, expect={"bos_shape": "ramp"},

@@ -63,7 +63,7 @@ def test_the_wheel_installs_one_namespace_with_its_data(installed):
                    "headwatch/fixtures/published/allenai--OLMo-1B-0724-hf/step11000-tokens23B.json",
                    "headwatch/claims/test_f1_zero_bos_floor.py", "headwatch/plugin.py", "headwatch/selection.py",
                    "headwatch/cli/__init__.py", "headwatch/cli/judge.py",
-                   "headwatch/fixtures/organisms/__main__.py"):
+                   "headwatch/model_organisms/__main__.py"):
         assert needed in names, needed
     assert not any(n.startswith(("tools/", "tests/", "testing/", "benchmarks/", "headwatch/tools")) for n in names)
     # The test harness (testing/headwatch_testing) is not installed, nor its pieces under their old names.
@@ -72,7 +72,7 @@ def test_the_wheel_installs_one_namespace_with_its_data(installed):
     assert not harness, harness
     # nor the tiny models and miniatures only tests, benchmarks and tools build (headwatch_testing.tiny)
     assert not [n for n in names if n.endswith("/tiny.py")], names
-    assert b"save_tiny_revisions" not in zipfile.ZipFile(installed["wheel"]).read("headwatch/fixtures/hubcache.py")
+    assert b"save_tiny_revisions" not in zipfile.ZipFile(installed["wheel"]).read("headwatch/hubcache.py")
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     assert "headwatch = headwatch.plugin" in zipfile.ZipFile(installed["wheel"]).read(entry_points).decode()
 

@@ -100,7 +100,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 from headwatch_testing.tiny import tiny_model
-from headwatch.fixtures.hubcache import save_revision
+from headwatch.hubcache import save_revision
 base = Path(sys.argv[1])
 for i, rev in enumerate(["step0", "step100", "step1000"]):
     tiny_model("gpt_neox", seed=i, attn_implementation="eager").save_pretrained(base / "run" / rev)
@@ -1478,7 +1478,7 @@ _RUN = """
 import shutil
 from pathlib import Path
 from transformers import AutoModelForCausalLM
-from headwatch.fixtures.trainloop import TrainingProbe
+from headwatch.training.trainloop import TrainingProbe
 from headwatch.probes.record import ProbeSettings
 S = ProbeSettings(n_examples=8, n_pr=8, seq_len=64, vocab_lo=10, vocab_hi=300, batch_size=4, n_bootstrap=20)
 def probe(**kw):
@@ -1586,7 +1586,7 @@ def _identity_terminal_and_training_loop_cases() -> list[Case]:
              "run", files(**{"run__.headwatch": "a file"})),
             ("ot-run-folder-immutable", "a local run in a folder no one may write", "ro", None)):
         add(Case(id_, OT, what, _api(f"""
-            from headwatch.fixtures.trainloop import TrainingProbe
+            from headwatch.training.trainloop import TrainingProbe
             from headwatch_testing.tiny import tiny_model
             from headwatch.probes.record import ProbeSettings
             S = ProbeSettings(n_examples=8, n_pr=8, seq_len=64, vocab_lo=10, vocab_hi=300, batch_size=4)
@@ -1606,11 +1606,11 @@ def _identity_terminal_and_training_loop_cases() -> list[Case]:
             ("tl-callback-every-true", "`HeadwatchCallback(every_n_steps=True)` (taken as 1)", "every_n_steps=True",
              "every_n_steps: got True")):
         add(Case(id_, TL, what, _api(f"""
-            from headwatch.fixtures.trainer_callback import HeadwatchCallback
+            from headwatch.training.trainer_callback import HeadwatchCallback
             HeadwatchCallback({args})
             """), says=(says,), test=callback_test, timeout=120))
     add(Case("tl-probe-examples-true", TL, "`TrainingProbe.for_run(..., n_examples=True)`", _api("""
-        from headwatch.fixtures.trainloop import TrainingProbe
+        from headwatch.training.trainloop import TrainingProbe
         TrainingProbe.for_run("run", "run", n_examples=True)
         """), says=("n_examples: got True",), test=home("test_a_hand_written_loops_counts_are_refused_as_booleans"),
              timeout=120))

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def link_tree(root: Path, dest: Path) -> None:
     """Lay out every package of pyproject's ``package-dir`` under ``dest`` as it installs: a folder
     per package holding links to its folder's entries (a sub-package already inside its parent's
-    folder, like ``fixtures/organisms``, comes with the parent's links)."""
+    folder, like ``model_organisms``, comes with the parent's links)."""
     setuptools = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
     for package in sorted(setuptools["package-dir"], key=lambda p: p.count(".")):
         target = dest / package.replace(".", "/")
@@ -42,7 +42,7 @@ def link_tree(root: Path, dest: Path) -> None:
 
 
 def part(module: str) -> str:
-    """The part a module belongs to: ``headwatch.fixtures.organisms.train`` -> ``fixtures``,
+    """The part a module belongs to: ``headwatch.model_organisms.train`` -> ``fixtures``,
     ``headwatch.validation`` -> ``validation``."""
     names = module.split(".")
     return names[1] if len(names) > 1 else names[0]

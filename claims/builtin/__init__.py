@@ -3,7 +3,7 @@ F1-F5 and the causal check (docs/SPEC.md §6). Each module holds its claim's jud
 :class:`~headwatch.claims.claim.Claim`; nothing else in headwatch names one of them."""
 from __future__ import annotations
 
-from . import (  # noqa: F401 - imported for their registration, in this order
+from headwatch.claims.builtin import (  # noqa: F401 - imported for their registration, in this order
     formation,
     f1_zero_bos_floor,
     f2_bos_shape,

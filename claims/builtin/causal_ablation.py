@@ -10,13 +10,13 @@ from headwatch.probes.selectivity import induction_circuit
 from headwatch.schema import to_data
 from headwatch.spec import SPEC, Expectations, Thresholds
 
-from .. import synthetic as S
-from .. import trajectory as T
-from ..claim import Claim, NegativeControl, Threshold
-from ..registry import register_claim
-from ..synthetic import Ablations
-from ..verdict import CausalDetails, KeyFigure, Status, Verdict
-from ..judging import point as _point, rounded as _round, sig as _sig, with_interval as _with_interval, trajectory_claim as _trajectory_claim
+from headwatch.claims import synthetic as S
+from headwatch.claims import trajectory as T
+from headwatch.claims.claim import Claim, NegativeControl, Threshold
+from headwatch.claims.registry import register_claim
+from headwatch.claims.synthetic import Ablations
+from headwatch.claims.verdict import CausalDetails, KeyFigure, Status, Verdict
+from headwatch.claims.judging import point as _point, rounded as _round, sig as _sig, with_interval as _with_interval, trajectory_claim as _trajectory_claim
 
 #: The claim's name (panels' xfail keys, --claims, JSON).
 NAME = "causal"

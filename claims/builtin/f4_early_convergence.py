@@ -11,13 +11,13 @@ from headwatch.probes.record import MeasurementRecord
 from headwatch.spec import SPEC, Expectations, Thresholds
 from headwatch.stats import REVISION_GRID
 
-from .. import synthetic as S
-from .. import trajectory as T
-from ..claim import Claim, GridValue, NegativeControl, Quantity, Threshold
-from ..registry import register_claim
-from ..synthetic import A, B, C, D
-from ..verdict import F4Computed, F4Details, F4PaperTable, KeyFigure, RecallAt, Status, Verdict
-from ..judging import point as _point, rounded as _round, sig as _sig, with_interval as _with_interval, trajectory_claim as _trajectory_claim
+from headwatch.claims import synthetic as S
+from headwatch.claims import trajectory as T
+from headwatch.claims.claim import Claim, GridValue, NegativeControl, Quantity, Threshold
+from headwatch.claims.registry import register_claim
+from headwatch.claims.synthetic import A, B, C, D
+from headwatch.claims.verdict import F4Computed, F4Details, F4PaperTable, KeyFigure, RecallAt, Status, Verdict
+from headwatch.claims.judging import point as _point, rounded as _round, sig as _sig, with_interval as _with_interval, trajectory_claim as _trajectory_claim
 
 #: The two readings of F4's recall (docs/statistics.md): their names in details and messages.
 UNIFORM_READING, INTERMEDIATE_READING = "uniform 50x", "intermediate 30x"

@@ -12,13 +12,13 @@ from headwatch.schema import to_data
 from headwatch.spec import SPEC, Expectations, Thresholds
 from headwatch.stats import clopper_pearson
 
-from .. import synthetic as S
-from .. import trajectory as T
-from ..claim import Claim, NegativeControl, Threshold
-from ..registry import register_claim
-from ..synthetic import A, B, C, Ablations
-from ..verdict import FormationDetails, KeyFigure, Status, Verdict
-from ..judging import point as _point, rounded as _round, sig as _sig, with_interval as _with_interval, trajectory_claim as _trajectory_claim
+from headwatch.claims import synthetic as S
+from headwatch.claims import trajectory as T
+from headwatch.claims.claim import Claim, NegativeControl, Threshold
+from headwatch.claims.registry import register_claim
+from headwatch.claims.synthetic import A, B, C, Ablations
+from headwatch.claims.verdict import FormationDetails, KeyFigure, Status, Verdict
+from headwatch.claims.judging import point as _point, rounded as _round, sig as _sig, with_interval as _with_interval, trajectory_claim as _trajectory_claim
 
 #: The claim's name (panels' xfail keys, --claims, JSON).
 NAME = "formation"

@@ -7,7 +7,7 @@ it is saved, then judge the run from the records it keeps with no model loaded.
     headwatch judge --panel runs/trainer-example/headwatch-panel.toml
 
 The model is a 2-layer GPTNeoX (d_model 64, 4 heads) trained from random init on rows of a random
-span tiled end to end (the model organisms' data, headwatch.fixtures.organisms.data). In 400 steps it
+span tiled end to end (the model organisms' data, headwatch.model_organisms.data). In 400 steps it
 learns to copy short spans but forms no induction head yet, and the audit says so (the induction
 claims are "not applicable", never passed: docs/training-loop.md). ``HeadwatchCallback`` saves and
 measures step 0, measures each checkpoint the Trainer saves (every 50 steps), saves and measures the
@@ -29,8 +29,8 @@ import torch
 from torch.utils.data import Dataset
 from transformers import GPTNeoXConfig, GPTNeoXForCausalLM, Trainer, TrainingArguments
 
-from headwatch.fixtures.organisms.data import DataSpec, tiled_span_rows
-from headwatch.fixtures.trainer_callback import HeadwatchCallback
+from headwatch.model_organisms.data import DataSpec, tiled_span_rows
+from headwatch.training.trainer_callback import HeadwatchCallback
 from headwatch.probes.record import ProbeSettings
 
 DATA = DataSpec(seq_len=72, batch_size=32, vocab_lo=16, vocab_hi=512, span_lo=2, span_hi=48, span_dist="loguniform")

@@ -5,12 +5,12 @@
         --slurm-setup 'source /shared/venv/bin/activate' --cache-dir /shared/hw --hub-cache-dir /local/hf --evict
     headwatch measure-panel --panel organisms --train --executor local --workers 2
 
-One task per (model, revision) whose measurement is not in the cache (``headwatch.fixtures.fanout``);
+One task per (model, revision) whose measurement is not in the cache (``headwatch.fanout.tasks``);
 each resolves, downloads, measures, writes its cache entry and, with ``--evict``, deletes its
 checkpoint. The claims then run from the cache with no model loaded: ``pytest claims --panel P``,
 ``headwatch judge --panel P``, ``headwatch report --panel P`` (the same :mod:`headwatch.selection`
 options, the same ``--cache-dir``). A rerun measures only what is still missing. Exit codes:
-:data:`headwatch.cli.EXIT_CODES`. Executors: ``headwatch.fixtures.executors``; the cluster recipes:
+:data:`headwatch.cli.EXIT_CODES`. Executors: ``headwatch.fanout.executors``; the cluster recipes:
 docs/scale-out.md.
 """
 from __future__ import annotations
@@ -26,8 +26,8 @@ from pathlib import Path
 from headwatch import selection, validation
 from headwatch.files import check_folder, check_output_dir
 from headwatch.fixtures.estimate import estimate
-from headwatch.fixtures.executors import ExecutorError, LocalPool, RayExecutor, SlurmArray, visible_gpus
-from headwatch.fixtures.fanout import plan_panel
+from headwatch.fanout.executors import ExecutorError, LocalPool, RayExecutor, SlurmArray, visible_gpus
+from headwatch.fanout.tasks import plan_panel
 from headwatch.fixtures.loading import LoadingError
 from headwatch.formatting import terminal_text
 from headwatch.names import duration

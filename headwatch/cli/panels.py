@@ -43,7 +43,7 @@ def _cost(models: list[Any], provider: Any) -> str:
         parts.append("published records: read in seconds")
     organisms = [m for m in models if m.origin.trains]
     if organisms:
-        from headwatch.fixtures.organisms import missing_organisms  # deferred: the recipes, for organisms only
+        from headwatch.model_organisms import missing_organisms  # deferred: the recipes, for organisms only
 
         keys = {provider.organism_key(m) for m in organisms}
         missing = missing_organisms(sorted(keys, key=str))

@@ -7,7 +7,7 @@ its whole path (training children, in-training probe, reading the records, its t
 Its checkpoints are not the shipped organisms' (their recipe differs), so they never pass for them.
 
 ``python -m headwatch_testing.tiny_organisms --family F ...`` is the training child
-(``headwatch.fixtures.training_child``) with the same miniatures. A benchmark's ``--smoke`` calls
+(``headwatch.training.training_child``) with the same miniatures. A benchmark's ``--smoke`` calls
 :func:`use_miniatures` and passes what it returns as ``train_in_subprocesses(module=...)``.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ import os
 import sys
 from pathlib import Path
 
-from headwatch.fixtures.organisms import ORGANISMS
+from headwatch.model_organisms import ORGANISMS
 from headwatch.probes.record import ProbeSettings
 
 #: The training child that trains the miniatures.
@@ -50,7 +50,7 @@ def use_miniatures() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     shrink_organisms()
-    from headwatch.fixtures.training_child import main as training_child_main
+    from headwatch.training.training_child import main as training_child_main
 
     return training_child_main(argv)
 

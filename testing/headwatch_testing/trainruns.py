@@ -81,7 +81,7 @@ def _write(out: Path, name: str, what: dict) -> None:
 def trainer(args) -> None:
     from transformers import Trainer, TrainerCallback, TrainingArguments
 
-    from headwatch.fixtures.trainer_callback import HeadwatchCallback
+    from headwatch.training.trainer_callback import HeadwatchCallback
 
     class KillAt(TrainerCallback):
         def on_save(self, a, state, control, **kwargs):
@@ -111,7 +111,7 @@ def trainer(args) -> None:
 def loop(args) -> None:
     from transformers import GPTNeoXForCausalLM
 
-    from headwatch.fixtures.trainloop import TrainingProbe
+    from headwatch.training.trainloop import TrainingProbe
 
     lines: list[str] = []
     saved = sorted((int(p.name.removeprefix("step")) for p in args.out.glob("step*") if (p / "config.json").is_file()))
@@ -146,7 +146,7 @@ def ddp(args) -> None:
     from torch.nn.parallel import DistributedDataParallel
 
     from headwatch.fixtures import loading
-    from headwatch.fixtures.trainloop import TrainingProbe
+    from headwatch.training.trainloop import TrainingProbe
 
     dist.init_process_group("gloo", init_method=f"file://{args.init}", rank=args.rank, world_size=args.world)
     if args.rank != 0:  # a rank that is not 0 must not read a checkpoint rank 0 may be writing
