@@ -184,7 +184,8 @@ def child_measure(name: str, folder: Path | None, args) -> dict:
     if device.startswith("cuda"):
         torch.cuda.synchronize()
         out["peak_gpu_mib"] = round(torch.cuda.max_memory_allocated(device) / (1 << 20))
-    out["measure_seconds"] = round(time.perf_counter() - t0, 1)
+    measure_seconds = time.perf_counter() - t0  # unrounded for the rates: a miniature's pass rounds to 0.0
+    out["measure_seconds"] = round(measure_seconds, 1)
     out["n_ablation_passes"] = len(record.ablations)
     counts = parameter_counts(model)
     small = ProbeSettings(n_examples=2, seq_len=args.seq_len, n_pr=2, batch_size=2)
@@ -193,9 +194,9 @@ def child_measure(name: str, folder: Path | None, args) -> dict:
     out.update(
         params_total=counts.total, params_active_non_embedding=counts.active_non_embedding,
         flops_counted=counted, flops_floor=floor, counted_over_floor=round(counted / floor, 3),
-        achieved_flops_per_s=counted / out["measure_seconds"],
+        achieved_flops_per_s=counted / measure_seconds,
         floor_seconds_at_gemm_rate=round(floor / out["gemm_flops_per_s"], 1),
-        measure_over_floor_time=round(out["measure_seconds"] / (floor / out["gemm_flops_per_s"]), 2),
+        measure_over_floor_time=round(measure_seconds / (floor / out["gemm_flops_per_s"]), 2),
         peak_rss_mib=_peak_rss_mib(),
         **{f"after_measure_{k}": v for k, v in _rss_split_mib().items()},
     )

@@ -209,3 +209,13 @@ def test_cold_run_smoke(tmp_path):
     bad = subprocess.run([sys.executable, str(BENCHMARKS / "cold_run.py"), "--dry-run", "--commit", "no-such-commit"],
                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--commit 'no-such-commit': not a commit" in bad.stderr
+
+
+def test_verdict_rules_smoke(tmp_path):
+    """Its --quick grid (about 3 s): the three tables docs/statistics.md shows, each with its rows old and new."""
+    proc = run_benchmark(tmp_path, "verdict_rules.py", "--quick")
+    for heading in ("## The causal bar", "## The control", "## A candidate among reference seeds"):
+        assert heading in proc.stdout, proc.stdout[-2000:]
+    for rule in ("conditional binomial (before)", "exact unconditional (now)", "Fisher (before)", "Boschloo (now)",
+                 "rank + Bonferroni (before)", "rank + permutation min-p (now, default)", "log-normal + Holm"):
+        assert rule in proc.stdout, rule

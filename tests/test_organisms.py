@@ -316,7 +316,7 @@ def test_a_child_whose_parent_is_gone_ends_itself(fake_child, tmp_path, pid_aliv
     import subprocess
     import sys
 
-    from headwatch.fixtures import processes
+    from headwatch import processes
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
