@@ -3,7 +3,7 @@
     python benchmarks/intervals_overhead.py [--repeats 3] [--threads 1] [--n-examples 2000] [--json OUT]
 
 For each model, ``measure`` over the same N = 2000 batch (``--n-examples``) twice, alternating, ``--repeats`` times:
-with the issue-13 statistics off (``n_bootstrap = 0``, ``sink_examples = 0``: the pass as before,
+with the per-example statistics off (``n_bootstrap = 0``, ``sink_examples = 0``: the pass as before,
 plus exact top-1 intervals, which cost microseconds) and on (SPEC's defaults: 1000 bootstrap
 resamples over examples, Sink_1^eps on the first 64 examples). The minimum of each is reported,
 with the overhead and the bootstrap's own seconds (``provenance.intervals_seconds``).

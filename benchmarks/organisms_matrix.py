@@ -7,7 +7,7 @@
 Each cell (family, seed, numeric path) trains the shipped recipe (``ORGANISMS``) in a child process on
 that path (``numerics.NAMED_PATHS``: "native" is this machine's own; "avx2" and "default" are what
 other x86 machines compute; set with ``HEADWATCH_TRAIN_NUMERICS=native``), then probes every
-checkpoint under the organism's probe settings. Per cell it records what issue 11 asks: induction
+checkpoint under the organism's probe settings. Per cell it records: induction
 heads (selectivity >= 50) at the final checkpoint, none at step 0, the first checkpoint with >= 3
 (strictly inside the run), final top-1 against chance, and the BOS heads. Each checkpoint is measured
 in its training process as it is saved (headwatch.training.trainloop), into ``OUT/measurements``; a
@@ -87,7 +87,7 @@ def probe_cell(family: str, seed: int, cache: Path, measurements: Path) -> dict:
         "formed_inside": first is not None and first is not rows[0] and first is not rows[-1],
         "top1_final": final["top1"], "chance": chance,
         "bos_heads_layers_0_1": sorted({h for r in rows for h in r["bos_heads"] if h.startswith(("L0_", "L1_"))}),
-        # For sink organisms (issue 17): when the first BOS head appeared, and how many are left at the end.
+        # For sink organisms: when the first BOS head appeared, and how many are left at the end.
         "first_bos": next((r["revision"] for r in rows if r["bos_heads"]), None),
         "bos_heads_final": len(final["bos_heads"]),
     }
