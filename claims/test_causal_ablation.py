@@ -15,6 +15,7 @@ import dataclasses
 
 import pytest
 
+from headwatch.claims.builtin.causal_ablation import NAME  # this module's claim, named where it is defined
 from headwatch.claims.check import check_verdict, report
 from headwatch.claims.judge import judge_causal
 from headwatch.claims.registry import controls_for
@@ -34,13 +35,13 @@ def test_causal_ablation_of_induction_circuit(request, record_property, model_en
     report(record_property, "causal_p_values", {"circuit_below_random": d.p_vs_random,
                                                 "circuit_below_bar": d.p_vs_bar,
                                                 "counts_reconstructed": d.counts_reconstructed})
-    check_verdict(request, model_entry, "causal", verdict)
+    check_verdict(request, model_entry, NAME, verdict)
 
 
 # ---- negative controls ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("control", controls_for("causal"), ids=lambda c: c.name)
+@pytest.mark.parametrize("control", controls_for(NAME), ids=lambda c: c.name)
 def test_negative_control_causal_fails(control):
     verdict = judge_causal(control.records())
     assert verdict.status is Status.FAILS, f"{control.what}: causal check judged to hold ({verdict.message})"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from headwatch.claims.builtin.f1_zero_bos_floor import NAME  # this module's claim, named where it is defined
 from headwatch.claims.check import check_verdict
 from headwatch.claims.judge import judge_f1, judge_f1_revision
 from headwatch.claims.registry import controls_for
@@ -15,19 +16,19 @@ from headwatch.claims.verdict import Status
 
 def test_f1_no_bos_head_in_layers_0_1(request, model_entry, revision, revision_record):
     verdict = judge_f1_revision(revision_record)
-    check_verdict(request, model_entry, "F1", verdict, revision=revision)
+    check_verdict(request, model_entry, NAME, verdict, revision=revision)
 
 
 def test_f1_no_bos_head_in_layers_0_1_at_any_revision(request, model_entry, model_records):
     """The model-level verdict (what `headwatch judge` reports); strict for declared deviations."""
     verdict = judge_f1(model_records)
-    check_verdict(request, model_entry, "F1", verdict)
+    check_verdict(request, model_entry, NAME, verdict)
 
 
 # ---- negative controls: the judge must report failure ------------------------------------------
 
 
-@pytest.mark.parametrize("control", controls_for("F1"), ids=lambda c: c.name)
+@pytest.mark.parametrize("control", controls_for(NAME), ids=lambda c: c.name)
 def test_negative_control_f1_fails(control):
     records = control.records()
     verdict = judge_f1(records)

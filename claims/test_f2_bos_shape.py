@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from headwatch.claims.builtin.f2_bos_shape import NAME  # this module's claim, named where it is defined
 from headwatch.claims.check import check_verdict, report
 from headwatch.claims.judge import judge_f2
 from headwatch.claims.registry import controls_for
@@ -19,13 +20,13 @@ def test_f2_bos_fraction_shape(request, record_property, model_entry, model_reco
     report(record_property, "F2_bos_fraction_pct", dict(verdict.details.series_pct))
     report(record_property, "F2_largest_rise",
            f"{verdict.details.largest_rise_points} of {verdict.details.total_rise_points} points")
-    check_verdict(request, model_entry, "F2", verdict)
+    check_verdict(request, model_entry, NAME, verdict)
 
 
 # ---- negative controls ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("control", controls_for("F2"), ids=lambda c: c.name)
+@pytest.mark.parametrize("control", controls_for(NAME), ids=lambda c: c.name)
 def test_negative_control_f2_fails(control):
     verdict = judge_f2(control.records(), control.expect)
     assert verdict.status is Status.FAILS, f"{control.what}: F2 judged to hold ({verdict.message})"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 
+from headwatch.claims.builtin.f3_induction_before_bos import NAME  # this module's claim, named where it is defined
 from headwatch.claims.check import check_verdict, report
 from headwatch.claims.judge import judge_f3
 from headwatch.claims.registry import controls_for
@@ -27,13 +28,13 @@ def test_f3_induction_precedes_bos(request, record_property, model_entry, model_
     report(record_property, "F3_censored", verdict.details.censored)
     report(record_property, "F3_sensitivity_milestone_heads",
            {k: v.ratio for k, v in verdict.details.sensitivity_milestone_heads.items()})
-    check_verdict(request, model_entry, "F3", verdict)
+    check_verdict(request, model_entry, NAME, verdict)
 
 
 # ---- negative controls ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("control", controls_for("F3"), ids=lambda c: c.name)
+@pytest.mark.parametrize("control", controls_for(NAME), ids=lambda c: c.name)
 def test_negative_control_f3_fails(control):
     verdict = judge_f3(control.records(), control.expect)
     assert verdict.status is Status.FAILS, f"{control.what}: F3 not judged to fail ({verdict.message})"

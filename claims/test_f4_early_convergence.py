@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from headwatch.claims.builtin.f4_early_convergence import NAME  # this module's claim, named where it is defined
 from headwatch.claims.check import check_verdict, report
 from headwatch.claims.judge import judge_f4
 from headwatch.claims.registry import controls_for
@@ -20,13 +21,13 @@ def test_f4_screen_converges_early(request, record_property, model_entry, model_
     report(record_property, "F4_computed", verdict.details.computed)
     report(record_property, "F4_intermediate_30x", verdict.details.intermediate)
     report(record_property, "F4_paper_table", verdict.details.paper_table)
-    check_verdict(request, model_entry, "F4", verdict)
+    check_verdict(request, model_entry, NAME, verdict)
 
 
 # ---- negative controls ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("control", controls_for("F4"), ids=lambda c: c.name)
+@pytest.mark.parametrize("control", controls_for(NAME), ids=lambda c: c.name)
 def test_negative_control_f4_fails(control):
     verdict = judge_f4(control.records(), control.expect)
     assert verdict.status is Status.FAILS, f"{control.what}: F4 judged to hold ({verdict.message})"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 
+from headwatch.claims.builtin.f5_pr_precedes_threshold import NAME  # this module's claim, named where it is defined
 from headwatch.claims.check import check_verdict, report
 from headwatch.claims.judge import judge_f5
 from headwatch.claims.registry import controls_for
@@ -28,13 +29,13 @@ def test_f5_pr_elevated_before_crossing(request, record_property, model_entry, m
     report(record_property, "F5_timing", {"before": verdict.details.before, "at": verdict.details.at})
     report(record_property, "F5_sensitivity_fraction",
            {f: f"{s.passing}/{s.heads}" for f, s in verdict.details.sensitivity.items()})
-    check_verdict(request, model_entry, "F5", verdict)
+    check_verdict(request, model_entry, NAME, verdict)
 
 
 # ---- negative controls ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("control", controls_for("F5"), ids=lambda c: c.name)
+@pytest.mark.parametrize("control", controls_for(NAME), ids=lambda c: c.name)
 def test_negative_control_f5_fails(control):
     verdict = judge_f5(control.records())
     assert verdict.status is Status.FAILS, f"{control.what}: F5 judged to hold ({verdict.message})"

@@ -15,6 +15,7 @@ import dataclasses
 
 import pytest
 
+from headwatch.claims.builtin.formation import NAME  # this module's claim, named where it is defined
 from headwatch.claims.check import report
 from headwatch.claims.judge import judge_formation, judge_model
 from headwatch.claims.registry import all_claims, controls_for
@@ -28,7 +29,7 @@ headwatch_models = ("declares [models.expect.formation]", lambda m: m.expect.for
 
 def test_organism_formed_as_declared(record_property, model_entry, model_records):
     verdict = judge_formation(model_records, model_entry.expect, model_entry.total_tokens)
-    report(record_property, "formation", verdict.details)
+    report(record_property, NAME, verdict.details)
     assert verdict.status is Status.HOLDS, f"formation fails for {model_entry.id}: {verdict.message}"
 
 
@@ -40,7 +41,7 @@ SHOWN = {"never_forms": "0 heads", "forms_too_late": "t_induction step6", "forme
          "copies_badly": "top-1 0.01"}
 
 
-@pytest.mark.parametrize("control", controls_for("formation"), ids=lambda c: c.name)
+@pytest.mark.parametrize("control", controls_for(NAME), ids=lambda c: c.name)
 def test_negative_control_formation_fails(control):
     verdict = judge_formation(control.records(), control.expect)
     assert verdict.status is Status.FAILS, f"{control.name}: formation judged to hold ({verdict.message})"
@@ -50,7 +51,7 @@ def test_negative_control_formation_fails(control):
 def test_negative_control_claims_on_an_organism_that_did_not_form_are_not_judged():
     """Every claim is "not judged" (never a pass) when formation fails, and keeps its measurement."""
     verdicts = judge_model(healthy(induction_sets=NEVER), FORMATION_EXPECT)
-    assert verdicts["formation"].status is Status.FAILS
+    assert verdicts[NAME].status is Status.FAILS
     for claim in (c.name for c in all_claims() if not c.gate):
         v = verdicts[claim]
         assert v.status is Status.NOT_JUDGED and v.holds is None, (claim, v.status)
