@@ -278,32 +278,39 @@ def _grid_marker_handles() -> list[Any]:
 
 
 def ablation_figure(verdicts: Mapping[str, Verdict], model: str = "") -> bytes:
-    """Top-1 at baseline, with the induction circuit ablated, and with matched-random heads ablated."""
+    """Top-1 at baseline, with the induction circuit ablated, and with matched-random heads ablated:
+    at the query position, and beside it on every copyable position where the records carry that reading."""
     verdict = _verdict_of(verdicts, CausalDetails)
     if verdict is None or verdict.details.circuit_top1 is None:
         return _message_figure(f"{model}: {verdict.message if verdict else 'no ablation in these records'}")
     v = verdict.details
-    names = ["baseline", f"circuit ({len(v.circuit_heads)})"]
-    values = [v.baseline_top1, v.circuit_top1]
-    colors = ["#7f7f7f", SEL_COLOR]
-    if v.random_top1 is not None:
-        names.append(f"matched random ({v.n_random_heads})")
-        values.append(v.random_top1)
-        colors.append("#17becf")
-    fig = MplFigure(figsize=(4.6, 3.2))
-    ax = fig.add_subplot()
-    pct = [100 * x for x in values]
-    ax.bar(names, pct, color=colors)
-    for i, p in enumerate(pct):
-        ax.text(i, p, f"{p:.2f}%", ha="center", va="bottom", fontsize=8)
-    ax.axhline(100 * v.max_share * v.baseline_top1, color="black", ls=":", lw=1)
-    ax.text(len(names) - 0.5, 100 * v.max_share * v.baseline_top1, f"{100 * v.max_share:g}% of baseline",
-            ha="right", va="bottom", fontsize=7)
-    ax.set_ylabel("top-1 at the query (%)")
-    ax.set_ylim(0, max(pct) * 1.2 or 1)
-    ax.tick_params(axis="x", labelsize=8)
+    readings = [("top-1 at the query (%)", v.baseline_top1, v.circuit_top1, v.random_top1, v.reading == "query")]
+    if v.copyable is not None:
+        c = v.copyable
+        readings.append((f"top-1 on copyable positions (%, {c.positions})", c.baseline_top1, c.circuit_top1,
+                         c.random_top1, c.decides))
+    fig = MplFigure(figsize=(4.6 * len(readings), 3.2))
+    for index, (label, baseline, circuit, random, decides) in enumerate(readings):
+        ax = fig.add_subplot(1, len(readings), index + 1)
+        names = ["baseline", f"circuit ({len(v.circuit_heads)})"]
+        values = [baseline, circuit]
+        colors = ["#7f7f7f", SEL_COLOR]
+        if random is not None:
+            names.append(f"matched random ({v.n_random_heads})")
+            values.append(random)
+            colors.append("#17becf")
+        pct = [100 * x for x in values]
+        ax.bar(names, pct, color=colors)
+        for i, p in enumerate(pct):
+            ax.text(i, p, f"{p:.2f}%", ha="center", va="bottom", fontsize=8)
+        ax.axhline(100 * v.max_share * baseline, color="black", ls=":", lw=1)
+        ax.text(len(names) - 0.5, 100 * v.max_share * baseline, f"{100 * v.max_share:g}% of baseline",
+                ha="right", va="bottom", fontsize=7)
+        ax.set_ylabel(label + (" - decides" if decides and len(readings) > 1 else ""), fontsize=8)
+        ax.set_ylim(0, max(pct) * 1.2 or 1)
+        ax.tick_params(axis="x", labelsize=8)
     measured = f" (measured on {v.measured_on})" if v.measured_on and v.measured_on != v.revision else ""
-    ax.set_title(f"{model}: ablation at {v.revision}{measured}", fontsize=9)
+    fig.suptitle(f"{model}: ablation at {v.revision}{measured}", fontsize=9)
     fig.tight_layout()
     return _png(fig)
 
@@ -334,8 +341,9 @@ def model_figures(records: Sequence[MeasurementRecord], verdicts: Mapping[str, V
         Figure("label_grid", f"Head labels at {final.revision}", f"Best class per head (>= {SPEC.label:g}x); dots: BOS "
                f"heads (first-token >= {bos}); red squares: induction heads (>= {induction}); black outline: layers "
                f"{fmt_layers(SPEC.f1_layers)}, which F1 says hold no BOS head.", label_grid_figure(final, model)),
-        Figure("ablation", "Ablation", "Top-1 for the induction target b with heads zeroed. Matched random: "
-               f"{random_note or 'n/a'}.", ablation_figure(verdicts, model)),
+        Figure("ablation", "Ablation", "Top-1 for the induction target b with heads zeroed (and, where measured, "
+               "greedy top-1 on every copyable position of repeated sequences with the same heads zeroed). Matched "
+               f"random: {random_note or 'n/a'}.", ablation_figure(verdicts, model)),
     ]
 
 

@@ -12,13 +12,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+import numpy as np
+
 from headwatch.probes.participation import is_elevated
 from headwatch.probes.record import MeasurementRecord, TaskMetrics, parse_head_key
 from headwatch.probes.selectivity import bos_fraction, bos_heads, induction_circuit
 from headwatch.spec import SPEC
 from headwatch.stats import (
-    BOSCHLOO, MCNEMAR, RATIO_TEST_PAIRED, RATIO_TEST_UNCONDITIONAL, boschloo_less, count_from_rate, mcnemar_less,
-    nested_draw_probability, paired_ratio_below, ratio_below_unconditional,
+    BOSCHLOO, MCNEMAR, MIN_BOOTSTRAP_SEQUENCES, RATIO_TEST_PAIRED, RATIO_TEST_UNCONDITIONAL, SEQUENCE_BOOTSTRAP,
+    boschloo_less, bootstrap_p_at_least, count_from_rate, mcnemar_less, nested_draw_probability, paired_ratio_below,
+    percentile_interval, ratio_below_unconditional, sequence_bootstrap_totals,
 )
 from headwatch.validation import InputError
 
@@ -669,6 +672,89 @@ def ablation_verdict(record: MeasurementRecord, max_share: float = SPEC.ablation
         circuit_count=top1_count(circuit.metrics, n),
         random_count=top1_count(rnd.metrics, n) if rnd else None,
     )
+
+
+@dataclass(frozen=True)
+class CopyableReading:
+    """The causal check read on every copyable position of repeated sequences (probes/copying.py).
+
+    Rates are shares of all ``positions`` (``n_sequences`` x positions per sequence). The tests
+    resample whole sequences (:func:`headwatch.stats.sequence_bootstrap_totals`; the same draws for
+    every condition): ``p_vs_bar`` against "circuit >= max_share x baseline", ``p_vs_random``
+    against "circuit >= matched random", each (1 + resamples at or beyond the null) / (1 +
+    resamples). With fewer than :data:`headwatch.stats.MIN_BOOTSTRAP_SEQUENCES` sequences no test
+    is made (the p-values are None).
+    """
+
+    n_sequences: int
+    positions: int
+    baseline_rate: float
+    circuit_rate: float
+    random_rate: float | None
+    max_share: float
+    alpha: float
+    #: interval (at the records' level) of circuit / baseline over the resamples; None without a test
+    share_interval: tuple[float, float] | None
+    p_vs_bar: float | None
+    p_vs_random: float | None
+    method: str = SEQUENCE_BOOTSTRAP
+
+    @property
+    def share_of_baseline(self) -> float | None:
+        return self.circuit_rate / self.baseline_rate if self.baseline_rate > 0 else None
+
+    @property
+    def enough_sequences(self) -> bool:
+        return self.n_sequences >= MIN_BOOTSTRAP_SEQUENCES
+
+    @property
+    def cuts_enough(self) -> bool:
+        return self.baseline_rate > 0 and self.circuit_rate <= self.max_share * self.baseline_rate
+
+    @property
+    def below_random(self) -> bool:
+        return self.random_rate is not None and self.circuit_rate < self.random_rate
+
+    @property
+    def meets_bar(self) -> bool:
+        return self.p_vs_bar is not None and self.p_vs_bar < self.alpha
+
+    @property
+    def beats_random(self) -> bool:
+        return self.p_vs_random is not None and self.p_vs_random < self.alpha
+
+    @property
+    def holds(self) -> bool:
+        return self.cuts_enough and self.below_random and self.meets_bar and self.beats_random
+
+
+def copyable_reading(record: MeasurementRecord, max_share: float = SPEC.ablation_max_share,
+                     alpha: float = SPEC.causal_alpha, n_resamples: int = SPEC.n_bootstrap,
+                     seed: int = SPEC.bootstrap_seed, level: float = SPEC.interval_level) -> CopyableReading | None:
+    """The copyable-position reading of ``record``'s ablations, or None where it was not measured
+    (no ``copy_reading``, or no circuit ablation in it)."""
+    copy = record.copy_reading
+    if copy is None or "induction_circuit" not in copy.hits or "baseline" not in copy.hits:
+        return None
+    conditions = {name: copy.hits[name] for name in ("baseline", "induction_circuit", "matched_random")
+                  if name in copy.hits}
+    positions = copy.n_sequences * copy.positions_per_sequence
+    rates = {name: sum(counts) / positions for name, counts in conditions.items()}
+    share_interval = p_bar = p_random = None
+    if copy.n_sequences >= MIN_BOOTSTRAP_SEQUENCES:
+        totals = sequence_bootstrap_totals(conditions, n_resamples, seed)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            shares = np.where(totals["baseline"] > 0, totals["induction_circuit"] / totals["baseline"], np.nan)
+        if rates["baseline"] > 0:
+            lo, hi = percentile_interval(shares[np.isfinite(shares)], level)
+            share_interval = (float(lo), float(hi))
+            p_bar = bootstrap_p_at_least(shares, max_share)
+        if "matched_random" in totals:
+            p_random = bootstrap_p_at_least(totals["induction_circuit"] - totals["matched_random"], 0.0)
+    return CopyableReading(
+        n_sequences=copy.n_sequences, positions=positions, baseline_rate=rates["baseline"],
+        circuit_rate=rates["induction_circuit"], random_rate=rates.get("matched_random"), max_share=max_share,
+        alpha=alpha, share_interval=share_interval, p_vs_bar=p_bar, p_vs_random=p_random)
 
 
 def ablations_measured_on(record: MeasurementRecord) -> str:

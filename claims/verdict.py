@@ -364,6 +364,27 @@ class F5Details:
 
 
 @dataclass(frozen=True)
+class CopyableDetails:
+    """The causal check read on every copyable position of repeated sequences (claims/trajectory.py:
+    ``CopyableReading``): rates over ``positions``, the circuit's share of baseline with its interval
+    over sequence resamples, and the two one-sided bootstrap p-values (None: too few sequences)."""
+
+    n_sequences: int
+    positions: int
+    baseline_top1: float
+    circuit_top1: float
+    random_top1: float | None
+    share_of_baseline: float | None
+    share_interval: tuple[float, float] | None
+    p_vs_bar: float | None
+    p_vs_random: float | None
+    method: str
+    #: this reading's own outcome ("holds", "fails", ...) and whether it decided the verdict
+    status: str
+    decides: bool
+
+
+@dataclass(frozen=True)
 class CausalDetails:
     """Empty (``revision`` None) when no revision carries the circuit ablation."""
 
@@ -403,6 +424,9 @@ class CausalDetails:
     missing: tuple[str, ...] = ()
     #: the paper's top-1 rates (baseline, circuit, matched_random) from the panel: printed, never used
     paper_top1: Mapping[str, float] | None = None
+    #: the copyable-position reading (None: not measured); which reading decided: "query" or "copyable"
+    copyable: CopyableDetails | None = None
+    reading: str = "query"
 
 
 @dataclass(frozen=True)

@@ -59,7 +59,7 @@ from typing import Any
 
 import pytest
 
-from headwatch import __version__, selection
+from headwatch import __version__, selection, threads
 from headwatch.paths import source_checkout
 from headwatch.training_session import (TRAINING_PLUGIN, TrainingSession, needs_organism, organisms_of_ids,
                                         organisms_of_items)
@@ -209,18 +209,29 @@ def run_info(config: pytest.Config):
     return s.run if s is not None else None
 
 
-def _share_cpu_threads(config: pytest.Config) -> None:
-    """Give each xdist worker its share of the cores.
-
-    Each worker's torch would otherwise start one thread per core; with two workers on two cores
-    the small matrix products of probing run about 4x slower than with one thread each (measured:
-    15.5 s vs 4.0 s for one tiny-model probe run).
-    """
+def _test_processes(config: pytest.Config) -> int:
+    """How many processes run the tests: the xdist workers (on a worker or its controller), else 1."""
     workers = int(getattr(config, "workerinput", {}).get("workercount", 0) or 0)
-    if workers > 1:
-        import torch  # deferred: torch
+    if workers:
+        return workers
+    n = getattr(config.option, "numprocesses", None)
+    return int(n) if isinstance(n, int) and n > 0 and getattr(config.option, "dist", "no") != "no" else 1
 
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+
+def _runs_tests(config: pytest.Config) -> bool:
+    """Whether this process runs tests (an xdist controller only hands them out)."""
+    return getattr(config, "workerinput", None) is not None or _test_processes(config) == 1
+
+
+def _share_cpu_threads(config: pytest.Config) -> None:
+    """Give each test process its share of the usable cores (headwatch.threads: plain pytest and
+    xdist workers by one rule, one thread on an already loaded machine)."""
+    if not _runs_tests(config):
+        return
+    choice = threads.choose_threads(_test_processes(config), threads.usable_cores(), threads.machine_load())
+    import torch  # deferred: torch
+
+    torch.set_num_threads(choice.threads)
 
 
 def _setup(config: pytest.Config) -> HeadwatchSession:
@@ -295,18 +306,22 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:
-    """Before anything starts: what the selected Hub models cost to download and measure (an estimate
-    from their published configs, fixtures/estimate.py); nothing for panels without Hub models."""
+    """Before anything starts: the torch threads each test process takes (headwatch.threads), and what
+    the selected Hub models cost to download and measure (an estimate from their published configs,
+    fixtures/estimate.py; no line for panels without Hub models)."""
     if not wanted(config) or getattr(config, "workerinput", None) is not None:
         return None
+    processes = _test_processes(config)
+    choice = threads.choose_threads(processes, threads.usable_cores(), threads.machine_load())
+    lines = [f"headwatch: torch threads {choice.threads}" + (" per worker" if processes > 1 else "") + f" ({choice.reason})"]
     s = state(config)
     hub = [m for m in s.selection if m.origin.downloads]
-    if not hub:
-        return None
-    from headwatch.fixtures.estimate import estimate_models  # deferred: a foreign run imports no fixtures
+    if hub:
+        from headwatch.fixtures.estimate import estimate_models  # deferred: a foreign run imports no fixtures
 
-    cost = estimate_models(hub, n_examples=s.options.n_examples)
-    return ["headwatch: " + cost.describe("at most (revisions already cached cost nothing)")]
+        cost = estimate_models(hub, n_examples=s.options.n_examples)
+        lines.append("headwatch: " + cost.describe("at most (revisions already cached cost nothing)"))
+    return lines
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -127,6 +127,11 @@ class ProbeRun:
     baseline_seed: int = 0
     #: [§4] the matched-random control's seed.
     ablation_seed: int = 123
+    #: The copyable-position reading of the same ablations (ours; docs/statistics.md): repeated
+    #: sequences, distinct ids in each first half, and their RandomState seed.
+    copy_sequences: int = 32
+    copy_half: int = 64
+    copy_seed: int = 7
 
 
 #: The probe run every default reads.
@@ -180,6 +185,10 @@ def claim_names() -> tuple[str, ...]:
 
 
 BOS_SHAPES: tuple[str, ...] = ("ramp", "step")
+#: The readings of the causal check a panel may let decide: "query", docs/SPEC.md §4's (top-1 at the
+#: query position of the induction batch), and "copyable" (top-1 on every copyable position of repeated
+#: sequences, resampled by sequence: docs/statistics.md). The other is reported beside it.
+CAUSAL_READINGS: tuple[str, ...] = ("query", "copyable")
 
 
 def _doc(doc: str, **more: object) -> dict[str, object]:
@@ -291,7 +300,8 @@ class Expectations:
     number; ``formation`` is what an organism must show before its claims are judged;
     ``paper_top1`` is the causal check's top-1 as the paper reports it (printed beside the
     records'); ``no_matched_random`` says why this model has no matched-random control (the causal
-    check is then not applicable rather than not established).
+    check is then not applicable rather than not established); ``causal_reading`` says which of
+    the causal check's readings (:data:`CAUSAL_READINGS`) decides its status.
     """
 
     bos_shape: str | None = field(default=None, metadata=_doc(
@@ -319,6 +329,10 @@ class Expectations:
     no_matched_random: str | None = field(default=None, metadata=_doc(
         'optional: this model has no matched-random control (the causal check is then not applicable, not "not '
         'established")', example="why"))
+    causal_reading: str = field(default="query", metadata=_doc(
+        'which reading decides the causal check: "query" (docs/SPEC.md §4, the paper\'s) or "copyable" (every '
+        "copyable position of repeated sequences); the other is reported beside it", choices=CAUSAL_READINGS,
+        example="copyable"))
 
     @property
     def min_ratio(self) -> float:

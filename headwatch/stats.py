@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 
 import numpy as np
@@ -150,6 +150,37 @@ def bootstrap_weights(n: int, n_resamples: int = SPEC.n_bootstrap, seed: int = S
         raise ValueError(f"bootstrap needs n >= 1 examples and >= 1 resample, got n={n}, resamples={n_resamples}")
     rng = np.random.default_rng(seed)
     return rng.multinomial(n, np.full(n, 1.0 / n), size=n_resamples).astype(np.float64)
+
+
+#: The copyable-position reading's method (probes/copying.py): sequences, not positions, are resampled.
+SEQUENCE_BOOTSTRAP = "percentile bootstrap over sequences (a sequence's positions resampled together)"
+#: Fewer sequences than this and a bootstrap over them says little about its own error: the reading
+#: is then reported without a test ("not established").
+MIN_BOOTSTRAP_SEQUENCES = 10
+
+
+def sequence_bootstrap_totals(hits: Mapping[str, Sequence[int]], n_resamples: int = SPEC.n_bootstrap,
+                              seed: int = SPEC.bootstrap_seed) -> dict[str, np.ndarray]:
+    """Every resample's total hits per condition: {condition: [n_resamples] float64}.
+
+    ``hits[condition]``: [S] hits per sequence, the same S sequences under every condition. Each
+    resample draws S sequences with replacement (:func:`bootstrap_weights`) and the same draw serves
+    every condition, so the conditions stay paired by sequence.
+    """
+    lengths = {len(v) for v in hits.values()}
+    if len(lengths) != 1:
+        raise ValueError(f"every condition needs one count per sequence; got lengths {sorted(lengths)}")
+    weights = bootstrap_weights(lengths.pop(), n_resamples, seed)
+    return {name: weights @ np.asarray(counts, dtype=np.float64) for name, counts in hits.items()}
+
+
+def bootstrap_p_at_least(replicates: np.ndarray, null_value: float) -> float:
+    """One-sided bootstrap p against "the statistic >= null_value": (1 + resamples at or above it) /
+    (1 + resamples). Small when nearly every resample lies below the null value; never 0. NaN
+    replicates (an undefined ratio) count as at the null value."""
+    reps = np.asarray(replicates, dtype=np.float64)
+    at_least = np.count_nonzero(~(reps < null_value))
+    return float((1 + at_least) / (1 + reps.size))
 
 
 def percentile_interval(replicates: np.ndarray, level: float = SPEC.interval_level,

@@ -256,6 +256,9 @@ PROBE_RULES: dict[str, Rule] = {
     "n_bootstrap": integer(0, allowed="an integer >= 0 (0: no bootstrap intervals)"),
     "bootstrap_seed": SEED,
     "sink_examples": integer(0, allowed="an integer >= 0 (0: no Sink_1^eps sub-batch)"),
+    "copy_sequences": integer(0, allowed="an integer >= 0 (0: no copyable-position reading)"),
+    "copy_half": integer(2, allowed="an integer >= 2 (a repeated sequence is twice as long)"),
+    "copy_seed": SEED,
 }
 
 #: What one run may cost before the user confirms it: 50x the paper's 2000 examples (about an hour

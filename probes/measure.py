@@ -28,6 +28,7 @@ from headwatch.probes import ablation as ablation_lib
 from headwatch.probes.architectures import HeadGeometry, head_geometry
 from headwatch.probes.batch import InductionBatch, induction_batch
 from headwatch.probes.capture import NonFiniteError, capture_kernel, capturing, check_finite
+from headwatch.probes.copying import copy_reading, effective_half, repeated_batch
 from headwatch.probes.intervals import record_intervals
 from headwatch.probes.lastlayer import query_position_mlp
 from headwatch.probes.participation import participation_ratio
@@ -281,11 +282,15 @@ def measure(
             f"[{settings.vocab_lo}, {settings.vocab_hi}) at length {settings.seq_len}: every induction selectivity "
             "would be 0; widen the token range")
     circuit_passes = 3 if settings.ablation else 0
+    # The copyable-position reading: a baseline and the same groups on repeated sequences (their
+    # passes count as sequences, each about as long as an example).
+    copy_passes = (1 + circuit_passes) * settings.copy_sequences if settings.ablation else 0
+    total = len(batch) * (1 + circuit_passes) + copy_passes
     bar = tqdm(
-        total=len(batch) * (1 + circuit_passes), desc=f"{model_name}@{revision}", unit="ex",
+        total=total, desc=f"{model_name}@{revision}", unit="ex",
         disable=not progress or not sys.stderr.isatty(), leave=False,  # no cursor escapes in logs
     )
-    progress_of = Progress(len(batch) * (1 + circuit_passes), f"{model_name}@{revision}", bar)
+    progress_of = Progress(total, f"{model_name}@{revision}", bar)
     try:
         try:
             with query_position_mlp(model):
@@ -295,6 +300,7 @@ def measure(
         table, pr, task, n_valid = screened.table, screened.pr, screened.task, screened.n_valid
         ablations: list[AblationResult] = []
         layers_from_screen = 0  # decoder layers the ablation passes took from the screen's output
+        copies = None
         circuit = sorted(induction_circuit(table, settings.induction_threshold))
         if settings.ablation and circuit:
             device = _model_device(model)
@@ -307,6 +313,13 @@ def measure(
             with query_position_mlp(model), capture_kernel(model):
                 metrics = ablation_metrics(model, batch, settings.batch_size, device, groups, progress_of, screened.kept)
             ablations.extend(AblationResult(name, tuple(heads), metrics[name]) for name, heads in groups.items())
+            half = effective_half(settings.copy_half, settings.vocab_lo, settings.vocab_hi,
+                                  getattr(model.config, "max_position_embeddings", None))
+            if settings.copy_sequences > 0 and half >= 2:
+                repeated = repeated_batch(settings.copy_sequences, half, settings.vocab_lo, settings.vocab_hi,
+                                          settings.copy_seed)
+                with capture_kernel(model):
+                    copies = copy_reading(model, repeated, groups, device, settings.copy_seed, progress_of)
             kept = screened.kept
             if kept and kept.same and kept.layer <= ablation_lib.lowest_layer(groups.values()):
                 layers_from_screen = kept.layer
@@ -346,4 +359,5 @@ def measure(
         },
         intervals=intervals,
         sink=sink,
+        copy_reading=copies,
     )

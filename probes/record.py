@@ -95,6 +95,11 @@ class ProbeSettings:
     bootstrap_seed: int = key(SPEC.bootstrap_seed, doc="seed of the bootstrap's resampling")
     sink_examples: int = key(SPEC.sink_examples, doc="examples (the first ones of the batch) on which Sink_1^eps is "
                                                      "computed (0: not computed)")
+    copy_sequences: int = key(PROBE_RUN.copy_sequences, doc="repeated sequences of the copyable-position reading of "
+                                                            "the ablations (0: not measured)")
+    copy_half: int = key(PROBE_RUN.copy_half, doc="distinct random ids in each repeated sequence's first half (its "
+                                                  "copyable positions: copy_half - 1)")
+    copy_seed: int = key(PROBE_RUN.copy_seed, doc="RandomState seed of the repeated sequences")
 
     #: What each field may be (headwatch.validation, the one rule set); checked on reading a record.
     FIELD_RULES: ClassVar[dict[str, Rule]] = PROBE_RULES
@@ -171,6 +176,44 @@ class SinkScore:
 
 
 @dataclass(frozen=True)
+class CopyReading:
+    """The copyable-position reading of the ablations (probes/copying.py): greedy top-1 hits on the
+    ``positions_per_sequence`` copyable positions of each of ``n_sequences`` repeated sequences
+    (``half`` random ids, then again), with nothing ablated (``hits["baseline"]``) and with each
+    ablation group zeroed (``hits[group]``, the groups of ``MeasurementRecord.ablations``). Hits are
+    kept per sequence because positions of one sequence are not independent (the judge resamples
+    sequences)."""
+
+    n_sequences: int
+    half: int
+    seed: int
+    positions_per_sequence: int
+    hits: dict[str, tuple[int, ...]] = field(default_factory=dict)
+
+    FIELD_RULES: ClassVar[dict[str, Rule]] = {
+        "n_sequences": integer(1), "half": integer(2), "seed": integer(0), "positions_per_sequence": integer(1),
+        "hits": integer(0, allowed="a count of hits >= 0"),
+    }
+
+    def check(self, where: str) -> None:
+        """Every condition holds one count per sequence, none above the positions a sequence has."""
+        if self.positions_per_sequence != self.half - 1:
+            raise RecordError(f"{where}: positions_per_sequence is {self.positions_per_sequence}, but a repeated "
+                              f"sequence of half {self.half} has {self.half - 1} copyable positions")
+        for name, counts in self.hits.items():
+            if len(counts) != self.n_sequences:
+                raise RecordError(f"{where}: hits[{name!r}] holds {len(counts)} counts for {self.n_sequences} sequences")
+            if any(c > self.positions_per_sequence for c in counts):
+                raise RecordError(f"{where}: hits[{name!r}] has a count above the {self.positions_per_sequence} "
+                                  "copyable positions of a sequence")
+
+    def rate(self, name: str) -> float | None:
+        """Share of all copyable positions whose top-1 is right under condition ``name`` (None if absent)."""
+        counts = self.hits.get(name)
+        return None if counts is None else sum(counts) / (self.n_sequences * self.positions_per_sequence)
+
+
+@dataclass(frozen=True)
 class AblationResult:
     """Task metrics with a group of heads zeroed at the output-projection input."""
 
@@ -206,6 +249,8 @@ class MeasurementRecord:
     intervals: RecordIntervals | None = None
     #: Sink_1^eps on a sub-batch (None where not computed).
     sink: SinkScore | None = None
+    #: The ablations read on every copyable position of repeated sequences (None where not measured).
+    copy_reading: CopyReading | None = None
 
     #: Bounds beyond each field's type, checked on reading (the types come from the fields above).
     FIELD_RULES: ClassVar[dict[str, Rule]] = {
@@ -236,6 +281,8 @@ class MeasurementRecord:
         except InputError as e:
             raise RecordError(str(e)) from None
         record.check_heads(where)
+        if record.copy_reading is not None:
+            record.copy_reading.check(f"{where}: copy_reading")
         return record
 
     def check_heads(self, where: str = "record") -> None:

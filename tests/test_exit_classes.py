@@ -42,6 +42,9 @@ DEFECTS: dict[tuple[str, str, str], str] = {
     # the standard library's own contract checks, on values headwatch computed
     ("headwatch/paths.py", "default_cache_dir", "ValueError"): "kind is one of headwatch's constants",
     ("headwatch/stats.py", "clopper_pearson", "ValueError"): "counts computed by headwatch from validated records",
+    ("headwatch/stats.py", "sequence_bootstrap_totals", "ValueError"):
+        "hits of a CopyReading, which record validation checks for one count per sequence",
+    ("probes/copying.py", "repeated_batch", "ValueError"): "measure() passes a half capped at the token range (effective_half)",
     ("headwatch/stats.py", "fisher_less", "ValueError"): "counts computed by headwatch from validated records",
     ("headwatch/stats.py", "ratio_below", "ValueError"): "counts from validated records; the ratio is SPEC's",
     ("headwatch/stats.py", "_check_counts", "ValueError"): "counts computed by headwatch from validated records",

@@ -63,7 +63,8 @@ def test_a_long_run_logs_an_estimate_then_progress(checkpoint, monkeypatch, capl
     monkeypatch.setattr(measure_mod, "LONG_RUN_SECONDS", 0.0)  # every run counts as long here
     monkeypatch.setattr(measure_mod, "PROGRESS_SECONDS", 0.0)
     model = AutoModelForCausalLM.from_pretrained(checkpoint, attn_implementation="eager")
-    settings = ProbeSettings(n_examples=16, n_pr=8, seq_len=64, vocab_lo=10, vocab_hi=300, batch_size=4, n_bootstrap=0)
+    settings = ProbeSettings(n_examples=16, n_pr=8, seq_len=64, vocab_lo=10, vocab_hi=300, batch_size=4, n_bootstrap=0,
+                            copy_sequences=0)
     with caplog.at_level(logging.INFO, logger="headwatch.probes.measure"):
         measure_mod.measure(model, settings, model_name="tiny", revision="step0", progress=False)
     lines = [r.getMessage() for r in caplog.records]

@@ -568,9 +568,10 @@ def _model_records(
             label_threshold=s.label_threshold,
             ablation=False,
             # The author's files give means only: no bootstrap, no Sink_1^eps (the verdicts say
-            # "no interval: published means").
+            # "no interval: published means"), no copyable-position reading, no attention mass.
             n_bootstrap=0,
             sink_examples=0,
+            copy_sequences=0,
         )
         records.append(
             MeasurementRecord(
@@ -829,7 +830,8 @@ def provenance_markdown(
         "- Not converted: `*_phase1_features.json` (integral, final/max/min PR per head: derived from `pr`).",
         "- Means only: the author's files carry no per-example data, so the records have no intervals",
         "  (`intervals` null, `settings.n_bootstrap` 0; verdicts say \"no interval: published means\") and",
-        "  top-1 as rates; the causal check's exact tests reconstruct counts as rate x N (N = 2000) and say so.",
+        "  top-1 as rates; the causal check's exact tests reconstruct counts as rate x N (N = 2000) and say so;",
+        "  no copyable-position reading of the ablations (`settings.copy_sequences` 0).",
         "",
         "## Records",
         "",

@@ -9,13 +9,14 @@ from headwatch.probes.record import MeasurementRecord
 from headwatch.probes.selectivity import induction_circuit
 from headwatch.schema import to_data
 from headwatch.spec import SPEC, Expectations, Thresholds
+from headwatch.stats import MIN_BOOTSTRAP_SEQUENCES
 
 from headwatch.claims import synthetic as S
 from headwatch.claims import trajectory as T
 from headwatch.claims.claim import Claim, NegativeControl, Threshold
 from headwatch.claims.registry import register_claim
 from headwatch.claims.synthetic import Ablations
-from headwatch.claims.verdict import CausalDetails, KeyFigure, Status, Verdict
+from headwatch.claims.verdict import CausalDetails, CopyableDetails, KeyFigure, Status, Verdict
 from headwatch.claims.judging import point as _point, rounded as _round, sig as _sig, with_interval as _with_interval, trajectory_claim as _trajectory_claim
 
 #: The claim's name (panels' xfail keys, --claims, JSON).
@@ -44,6 +45,48 @@ def _no_ablation(records: Sequence[MeasurementRecord], spec: Thresholds) -> Verd
                    "not established: no revision carries an induction-circuit ablation (missing: the ablation; "
                    "measure the final revision with ablation on)", CausalDetails(missing=("induction-circuit ablation",)),
                    key="no ablation")
+
+
+def copyable_status(copy: T.CopyableReading) -> tuple[Status, str]:
+    """The copyable-position reading's own outcome and what decided it, in words: the same rules as
+    the query position's (the cut and the control at the point estimates, then both tests below
+    alpha), on the sequence bootstrap's p-values."""
+    bar = f"{100 * copy.max_share:g}% of baseline"
+    if copy.baseline_rate == 0:
+        return Status.NOT_ESTABLISHED, "missing evidence: no copyable position is right at baseline (the model does not copy)"
+    if not copy.cuts_enough:
+        return Status.FAILS, f"the cut: circuit top-1 is {fmt_pct(copy.share_of_baseline, '.1f')} of baseline (> {bar})"
+    if copy.random_rate is not None and not copy.below_random:
+        return Status.FAILS, "the matched-random control: circuit top-1 is not below it"
+    if copy.random_rate is None:
+        return Status.NOT_ESTABLISHED, "missing evidence: no matched-random ablation"
+    if not copy.enough_sequences:
+        return (Status.NOT_ESTABLISHED,
+                f"missing evidence: {copy.n_sequences} sequences, too few for a bootstrap over sequences (needs >= "
+                f"{MIN_BOOTSTRAP_SEQUENCES})")
+    if copy.holds:
+        return Status.HOLDS, f"both bootstrap tests: the bar ({bar}) p = {copy.p_vs_bar:.3g}, matched random p = {copy.p_vs_random:.3g} (< {copy.alpha:g})"
+    weak = [f"{name} (p = {p:.3g})" for name, p, ok in ((f"the bar (circuit < {bar})", copy.p_vs_bar, copy.meets_bar),
+                                                        ("the control (circuit < matched random)", copy.p_vs_random,
+                                                         copy.beats_random)) if not ok]
+    return (Status.CONSISTENT_NOT_ESTABLISHED,
+            "the bootstrap test of " + " and of ".join(weak) + f", not below {copy.alpha:g}; the point rules pass")
+
+
+def _copyable_words(copy: T.CopyableReading, status: Status, decided: str, decides: bool) -> str:
+    """The copyable-position reading as the verdict's message gives it."""
+    words = (f"every copyable position ({copy.positions} positions over {copy.n_sequences} repeated sequences, "
+             f"{copy.method}): top-1 {fmt_pct(copy.baseline_rate, '.1f')} baseline, {fmt_pct(copy.circuit_rate, '.1f')} "
+             "with the circuit ablated"
+             + (f" = {fmt_pct(copy.share_of_baseline, '.1f')} of baseline" if copy.share_of_baseline is not None else "")
+             + (f" [{fmt_pct(copy.share_interval[0], '.1f')}, {fmt_pct(copy.share_interval[1], '.1f')}]"
+                if copy.share_interval is not None else "")
+             + (f", {fmt_pct(copy.random_rate, '.1f')} with matched random" if copy.random_rate is not None else "")
+             + (f"; bar p = {copy.p_vs_bar:.3g}" if copy.p_vs_bar is not None else "")
+             + (f", control p = {copy.p_vs_random:.3g}" if copy.p_vs_random is not None else ""))
+    if decides:
+        return f"{words}; this reading decides (the panel's causal_reading)"
+    return f"{words}; this reading, reported beside the query position's and not deciding: {status.words} ({decided})"
 
 
 def judge_causal(records: Sequence[MeasurementRecord], expect: Expectations = Expectations(), spec: Thresholds = SPEC) -> Verdict:
@@ -127,6 +170,28 @@ def judge_causal(records: Sequence[MeasurementRecord], expect: Expectations = Ex
         status = Status.CONSISTENT_NOT_ESTABLISHED
         decided = ("the exact test of " + " and of ".join(f"{name} (p = {p:.3g})" for name, p in weak)
                    + f", not below {alpha:g}; the point rules pass")
+    copy = T.copyable_reading(rec, max_share, alpha)
+    reading = expect.causal_reading
+    copy_details = None
+    if copy is not None:
+        copy_status, copy_decided = copyable_status(copy)
+        message += "; " + _copyable_words(copy, copy_status, copy_decided, reading == "copyable")
+        copy_details = CopyableDetails(
+            n_sequences=copy.n_sequences, positions=copy.positions, baseline_top1=_round(copy.baseline_rate, 5),
+            circuit_top1=_round(copy.circuit_rate, 5), random_top1=_round(copy.random_rate, 5),
+            share_of_baseline=_round(copy.share_of_baseline), share_interval=None if copy.share_interval is None else
+            (_round(copy.share_interval[0], 5), _round(copy.share_interval[1], 5)), p_vs_bar=_sig(copy.p_vs_bar),
+            p_vs_random=_sig(copy.p_vs_random), method=copy.method, status=copy_status.value,
+            decides=reading == "copyable")
+    if reading == "copyable":
+        if copy is None:
+            status = Status.NOT_ESTABLISHED
+            decided = ("missing evidence: the copyable-position reading, which the panel's causal_reading asks to decide "
+                       "(measure with copy_sequences > 0 and ablation on)")
+            missing = [*missing, "copyable-position reading"]
+        else:
+            status, decided = copy_status, f"the copyable-position reading (the panel's causal_reading): {copy_decided}"
+            missing = [] if status is not Status.NOT_ESTABLISHED else [copy_decided.removeprefix("missing evidence: ")]
     message += f"; {status.words}: " + (decided if status is Status.NOT_ESTABLISHED else f"decided by {decided}")
     paper = expect.paper_top1
     if paper is not None:
@@ -149,7 +214,7 @@ def judge_causal(records: Sequence[MeasurementRecord], expect: Expectations = Ex
         p_vs_random=_sig(p_rnd), p_vs_bar=_sig(p_base), method_random=v.method_random, method_bar=v.method_bar,
         alpha=alpha, top1_intervals=intervals,
         measured_on=on, decided_by=decided, missing=tuple(missing),
-        paper_top1=None if paper is None else to_data(paper),
+        paper_top1=None if paper is None else to_data(paper), copyable=copy_details, reading=reading,
     )
     key = f"{fmt_pct(share, '.1f')} of base" + (f", p={p_base:.2g}" if p_base is not None and share is not None else "")
     if v.random_top1 is not None and v.baseline_top1:
@@ -161,6 +226,12 @@ def judge_causal(records: Sequence[MeasurementRecord], expect: Expectations = Ex
     figure = KeyFigure("circuit-ablated top-1 as a share of baseline", _round(share), max_share,
                        method=v.method_bar + (" (counts reconstructed from rates x N)" if reconstructed else ""),
                        p_value=_sig(p_base))
+    if reading == "copyable" and copy is not None:
+        share = copy.share_of_baseline
+        key = (f"{fmt_pct(share, '.1f')} of base (copyable" + (f", p={copy.p_vs_bar:.2g}" if copy.p_vs_bar is not None else "")
+               + ")")
+        figure = KeyFigure("circuit-ablated top-1 on copyable positions as a share of baseline", _round(share), max_share,
+                           method=copy.method, p_value=_sig(copy.p_vs_bar))
     return Verdict(NAME, status, message, details, key=key,
                    margin=None if share is None else _round(max_share - share), figure=figure)
 
