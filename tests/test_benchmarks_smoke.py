@@ -219,3 +219,19 @@ def test_verdict_rules_smoke(tmp_path):
     for rule in ("conditional binomial (before)", "exact unconditional (now)", "Fisher (before)", "Boschloo (now)",
                  "rank + Bonferroni (before)", "rank + permutation min-p (now, default)", "log-normal + Holm"):
         assert rule in proc.stdout, rule
+
+
+def test_causal_readings_smoke(tmp_path):
+    """On a planted record with a copyable-position reading: its table with both readings' columns."""
+    from headwatch.claims.synthetic import healthy
+    from headwatch.probes.record import CopyReading
+
+    record = healthy()[-1]
+    record.copy_reading = CopyReading(n_sequences=12, half=64, seed=7, positions_per_sequence=63,
+                                      hits={"baseline": (60,) * 12, "induction_circuit": (1,) * 12,
+                                            "matched_random": (58,) * 12})
+    record.to_json(tmp_path / "planted.json")
+    proc = run_benchmark(tmp_path, "causal_readings.py", f"planted={tmp_path / 'planted.json'}")
+    columns = table_header(proc.stdout, "model")
+    assert {"query verdict", "copyable verdict", "circuit share [95% interval]"} <= set(columns), columns
+    assert "holds" in proc.stdout.splitlines()[-1]

@@ -247,6 +247,7 @@ BAD_VALUES = {
     "f3_min_ratio negative": ("expect", "f3_min_ratio = -1", "f3_min_ratio"),
     "f4_max_fraction above 1": ("expect", "f4_max_fraction = 2", "f4_max_fraction"),
     "f4_max_fraction nan": ("expect", "f4_max_fraction = nan", "f4_max_fraction"),
+    "causal_reading unknown": ("expect", 'causal_reading = "copy"', "causal_reading.*copyable"),
 }
 
 
@@ -262,6 +263,8 @@ BAD_PROBES = {
     "seed negative": ("seed = -1", "seed"),
     "ablation string": ('ablation = "yes"', "ablation"),
     "dtype": ('dtype = "float64"', "dtype"),
+    "copy_half 1": ("copy_half = 1", "copy_half"),
+    "copy_sequences negative": ("copy_sequences = -1", "copy_sequences"),
 }
 
 

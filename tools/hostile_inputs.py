@@ -558,11 +558,16 @@ def _cases() -> list[Case]:
     p("p-probe-ablation-string", "`[models.probe] ablation = \"yes\"`", pr("", {}, append='ablation = "yes"\n', template=LOCAL_PANEL), ("ablation",))
     p("p-probe-dtype", "`[models.probe] dtype = \"float64\"`", pr("", {}, append='dtype = "float64"\n', template=LOCAL_PANEL), ("dtype",))
     p("p-probe-threshold", "`[models.probe] induction_threshold = 10` (a SPEC number)", pr("", {}, append="induction_threshold = 10\n", template=LOCAL_PANEL), ("induction_threshold",))
+    p("p-probe-copy-half-1", "`[models.probe] copy_half = 1` (no copyable position)", pr("", {}, append="copy_half = 1\n", template=LOCAL_PANEL), ("copy_half",),
+      test="test_probe_values_in_a_panel_are_refused")
+    p("p-probe-copy-sequences-negative", "`[models.probe] copy_sequences = -1`", pr("", {}, append="copy_sequences = -1\n", template=LOCAL_PANEL), ("copy_sequences",),
+      test="test_probe_values_in_a_panel_are_refused")
     p("p-probe-unknown", "`[models.probe] n_prr = 5` (a typo)", pr("", {}, append="n_prr = 5\n", template=LOCAL_PANEL), ("n_prr", "n_pr"))
     p("p-dtype", "`dtype = \"float64\"`", pr("", {"source": 'source = "reference"\ndtype = "float64"'}), ("dtype",))
     p("p-ablation-mode", "`ablation = \"some\"`", pr("", {"source": 'source = "reference"\nablation = "some"'}), ("ablation",))
     p("p-source", "`source = \"s3\"`", pr("", {"source": 'source = "s3"'}), ("source",))
     p("p-bos-shape", "`bos_shape = \"linear\"`", pr("", {"bos_shape": 'bos_shape = "linear"'}), ("bos_shape",))
+    p("p-causal-reading", "`causal_reading = \"copy\"` (not a reading)", pr("", {}, append='causal_reading = "copy"\n'), ("causal_reading", "copyable"))
     p("p-xfail-unknown-claim", "`xfail = { F9 = \"...\" }` (no such claim)", pr("", {}, append='xfail = { F9 = "why" }\n'), ("F9",), test="test_schema_errors_say_what_is_wrong")
     p("p-xfail-unknown-revision", "`xfail = { \"F1@step999\" = \"...\" }` (not a listed revision)", pr("", {}, append='xfail = { "F1@step999" = "why" }\n'), ("step999",), test="test_schema_errors_say_what_is_wrong")
     p("p-xfail-empty-reason", "`xfail = { F4 = \"\" }` (no reason)", pr("", {}, append='xfail = { F4 = "" }\n'), ("F4",), test="test_schema_errors_say_what_is_wrong")
