@@ -56,7 +56,7 @@ def seeds(text: str) -> list[int]:
 def probe_cell(family: str, seed: int, cache: Path, measurements: Path) -> dict:
     """Every checkpoint's record of one trained organism (from the measurement cache, where training
     wrote it; measured now where it is missing); the per-checkpoint rows and the cell's verdict."""
-    from headwatch.probes.selectivity import bos_fraction, bos_heads, induction_circuit
+    from headwatch.probes.selectivity import bos_fraction_of, bos_heads_of, circuit_of
 
     org = ORGANISMS[family]
     repo = repo_id(family, seed)
@@ -67,14 +67,14 @@ def probe_cell(family: str, seed: int, cache: Path, measurements: Path) -> dict:
         rev = rec.revision
         final = rev == revisions[-1]
         table = rec.all_head_selectivity
-        heads = sorted(induction_circuit(table, SPEC.induction))
-        bos = sorted(bos_heads(table, SPEC.bos))
+        heads = sorted(circuit_of(rec, SPEC.induction))
+        bos = sorted(bos_heads_of(rec, SPEC.bos))
         best = max(table, key=lambda h: table[h]["induction"])
         rows.append({
             "revision": rev, "step": int(rev.removeprefix("step")), "tokens_seen": rec.tokens_seen,
             "induction_heads": {h: round(table[h]["induction"], 1) for h in heads},
             "best_induction": [best, round(table[best]["induction"], 1)],
-            "top1": rec.task.top1, "bos_fraction": bos_fraction(table, SPEC.bos), "bos_heads": bos,
+            "top1": rec.task.top1, "bos_fraction": bos_fraction_of(rec, SPEC.bos), "bos_heads": bos,
             **({"ablations": {a.name: a.metrics.top1 for a in rec.ablations}} if final else {}),
         })
     first = next((r for r in rows if len(r["induction_heads"]) >= SPEC.induction_min_heads), None)

@@ -46,7 +46,7 @@ def folder_mb(path: Path) -> float:
 
 def probe_trajectory(provider: Provider, family: str, seed: int, cache_dir: Path) -> list[dict]:
     """Every checkpoint's record (written in training; measured now where missing); one summary row each."""
-    from headwatch.probes.selectivity import bos_fraction, bos_heads, induction_circuit
+    from headwatch.probes.selectivity import bos_fraction_of, bos_heads_of, circuit_of
 
     org = ORGANISMS[family]
     rows = []
@@ -55,8 +55,8 @@ def probe_trajectory(provider: Provider, family: str, seed: int, cache_dir: Path
         final = rev == org.revisions()[-1]
         settings = rec.settings
         table = rec.all_head_selectivity
-        ind = sorted(induction_circuit(table, settings.induction_threshold))
-        bos = sorted(bos_heads(table, settings.bos_threshold))
+        ind = sorted(circuit_of(rec, settings.induction_threshold))
+        bos = sorted(bos_heads_of(rec, settings.bos_threshold))
         best = max(table, key=lambda h: table[h]["induction"])
         row = {
             "revision": rev,
@@ -65,7 +65,7 @@ def probe_trajectory(provider: Provider, family: str, seed: int, cache_dir: Path
             "best_induction": [best, round(table[best]["induction"], 1)],
             "top1": rec.task.top1,
             "loss": round(rec.task.loss, 3),
-            "bos_fraction": round(bos_fraction(table, settings.bos_threshold), 4),
+            "bos_fraction": round(bos_fraction_of(rec, settings.bos_threshold), 4),
             "bos_heads": bos,
             "bos_heads_layers_0_1": [h for h in bos if h.startswith(("L0_", "L1_"))],
         }

@@ -61,6 +61,11 @@ class Threshold:
         return getattr(spec, self.field) if self.field is not None else self.value
 
 
+#: The attention floor as a claim that counts heads lists it among its thresholds.
+FLOOR_THRESHOLD = "a head counts only where its attention to the class target >= this x 1/T"
+FLOOR_SOURCE = "docs/statistics.md#negligible-attention"
+
+
 @dataclass(frozen=True)
 class NegativeControl:
     """Planted records on which a claim is false: its judge must return ``fails`` on them.

@@ -24,7 +24,7 @@ from matplotlib.ticker import FuncFormatter
 
 from headwatch.formatting import fmt_layers, fmt_pct, fmt_share, fmt_tokens
 from headwatch.probes.record import HEAD_CLASSES, UNCLASSIFIED, MeasurementRecord, parse_head_key
-from headwatch.probes.selectivity import bos_heads, head_labels, induction_circuit
+from headwatch.probes.selectivity import bos_heads_of, circuit_of, labels_of
 
 from headwatch.spec import SPEC
 
@@ -159,7 +159,7 @@ def induction_figure(records: Sequence[MeasurementRecord], verdicts: Mapping[str
     """Number of induction heads (>= SPEC's induction bar) and recall of the final circuit against tokens (F3, F4)."""
     recs = T.by_tokens(records)
     xs = _x([r.tokens_seen for r in recs])  # type: ignore[misc]
-    counts = [len(induction_circuit(r.all_head_selectivity, SPEC.induction)) for r in recs]
+    counts = [len(circuit_of(r, SPEC.induction)) for r in recs]
     fig = MplFigure(figsize=(5.5, 3.4))
     ax = fig.add_subplot()
     ax.step(xs, counts, where="post", color=SEL_COLOR, lw=2, label=f"induction heads (>= {SPEC.induction:g}x)")
@@ -233,7 +233,7 @@ def pr_figure(records: Sequence[MeasurementRecord], verdicts: Mapping[str, Verdi
 
 def label_grid_figure(record: MeasurementRecord, model: str = "") -> bytes:
     """Layer x head grid of head labels at one revision; BOS heads dotted; F1's layers outlined."""
-    labels = head_labels(record.all_head_selectivity, SPEC.label)
+    labels = labels_of(record, SPEC.label)
     classes = list(HEAD_CLASSES) + [UNCLASSIFIED]
     grid = np.zeros((record.n_layers, record.n_heads), dtype=int)
     for key, cls in labels.items():
@@ -244,12 +244,12 @@ def label_grid_figure(record: MeasurementRecord, model: str = "") -> bytes:
     ax = fig.add_subplot()
     ax.imshow(grid, cmap=ListedColormap([CLASS_COLORS[c] for c in classes]), vmin=-0.5, vmax=len(classes) - 0.5,
               aspect="auto", interpolation="nearest")
-    bos = bos_heads(record.all_head_selectivity, SPEC.bos)
+    bos = bos_heads_of(record, SPEC.bos)
     for key in bos:
         l, h = parse_head_key(key)
         ax.plot(h, l, "o", ms=3.5, mfc="white", mec="black", mew=0.6)
     # the final induction circuit: its heads' best class is often first-token, so outline them
-    for key in induction_circuit(record.all_head_selectivity, SPEC.induction):
+    for key in circuit_of(record, SPEC.induction):
         l, h = parse_head_key(key)
         ax.add_patch(Rectangle((h - 0.5, l - 0.5), 1, 1, fill=False, ec=CLASS_COLORS["induction"], lw=2.2))
     for layer in SPEC.f1_layers:  # F1's layers, outlined
@@ -373,7 +373,7 @@ class Trajectory:
 def trajectory_of(records: Sequence[MeasurementRecord]) -> Trajectory:
     recs = T.by_tokens(records)
     return Trajectory(tuple(r.tokens_seen for r in recs),
-                      tuple(len(induction_circuit(r.all_head_selectivity, SPEC.induction)) for r in recs),
+                      tuple(len(circuit_of(r, SPEC.induction)) for r in recs),
                       tuple(T.bos_fraction_series(recs)))
 
 

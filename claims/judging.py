@@ -13,7 +13,7 @@ from headwatch.formatting import fmt_interval
 from headwatch.probes.record import MeasurementRecord
 
 from headwatch.claims import trajectory as T
-from headwatch.claims.verdict import Point, Status, Verdict
+from headwatch.claims.verdict import NegligibleHead, Point, Status, Verdict
 
 # ---- formatting helpers ----------------------------------------------------------------------
 
@@ -34,6 +34,25 @@ def sig(x: float | None, digits: int = 4) -> float | None:
 def with_interval(value: float, interval: tuple | None) -> str:
     """'28.1x' or '37.7x [32.4, 43.8]'."""
     return f"{value:.3g}x" + (f" {fmt_interval(interval)}" if interval is not None else "")
+
+
+def not_counted_text(flagged: Sequence[NegligibleHead], floor_share: float, *, at_revision: bool = True,
+                     limit: int = 3) -> str:
+    """The heads the attention floor left out, in words: 'L18_H8 (induction 82x at main) not counted:
+    1.6e-05 attention to the target, below the floor 3.9e-03 (1/T)'; one phrase per head and class
+    (its first revision's numbers, and how many more revisions), the first ``limit``, then how many
+    more ('' where none)."""
+    groups: dict[tuple[str, str], list[NegligibleHead]] = {}
+    for f in flagged:
+        groups.setdefault((f.head, f.cls), []).append(f)
+    parts = []
+    for (head, cls), fs in list(groups.items())[:limit]:
+        f, more = fs[0], len(fs) - 1
+        where = (f" at {f.revision}" + (f" and {more} more revision(s)" if more else "")) if at_revision else ""
+        parts.append(f"{head} ({cls} {f.selectivity:.3g}x{where}) not counted: {f.attention:.1e} attention to the "
+                     f"target, below the floor {f.floor:.1e} ({floor_share:g}/T)")
+    rest = len(groups) - limit
+    return "; ".join(parts) + (f"; and {rest} more head(s) below the floor (details.negligible_heads)" if rest > 0 else "")
 
 
 # ---- claims about training: one revision is no trajectory ----------------------------------------
@@ -65,4 +84,4 @@ def trajectory_claim(judge):
 
 
 
-__all__ = ["point", "rounded", "sig", "with_interval", "trajectory_claim"]
+__all__ = ["not_counted_text", "point", "rounded", "sig", "with_interval", "trajectory_claim"]

@@ -139,7 +139,8 @@ def member_quantities(records: Sequence[MeasurementRecord], total_tokens: float 
     """The quantities of one member's records (:func:`quantities`), each a :class:`GridValue`."""
     recs = T.by_tokens(records)
     final_tokens = float(recs[-1].tokens_seen)  # type: ignore[arg-type]
-    sep = T.induction_bos_separation(recs, spec.induction_min_heads, spec.induction, spec.bos_level, spec.bos)
+    sep = T.induction_bos_separation(recs, spec.induction_min_heads, spec.induction, spec.bos_level, spec.bos,
+                                     floor=spec.attention_floor)
 
     def milestone(m: T.Milestone) -> GridValue:
         if m.point is None:

@@ -18,7 +18,7 @@ from typing import Any
 from headwatch.fixtures.panels import PanelModel, populations
 from headwatch.fixtures.provider import Provider
 from headwatch.probes.record import MeasurementRecord
-from headwatch.probes.selectivity import bos_fraction
+from headwatch.probes.selectivity import bos_fraction_of
 from headwatch.spec import SPEC
 
 from headwatch.claims import trajectory as T
@@ -113,9 +113,9 @@ class ModelReport:
 
 def _row(r: MeasurementRecord) -> RevisionRow:
     if r.sink is not None:
-        return RevisionRow(r.revision, r.tokens_seen, bos_fraction(r.all_head_selectivity, SPEC.bos),
+        return RevisionRow(r.revision, r.tokens_seen, bos_fraction_of(r, SPEC.bos),
                            f"{100 * r.sink.share_at(SPEC.sink_eps):.1f}%", r.sink.n_examples)
-    return RevisionRow(r.revision, r.tokens_seen, bos_fraction(r.all_head_selectivity, SPEC.bos),
+    return RevisionRow(r.revision, r.tokens_seen, bos_fraction_of(r, SPEC.bos),
                        "not in the published files" if r.is_published else "not computed", None)
 
 

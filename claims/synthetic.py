@@ -9,11 +9,15 @@ data: the numbers are chosen only to sit clearly on one side of each claim's thr
 """
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from headwatch.probes.record import HEAD_CLASSES, AblationResult, MeasurementRecord, TaskMetrics, head_key
+
+from headwatch.probes.record import (
+    HEAD_CLASSES, AblationResult, MeasurementRecord, ProbeSettings, TaskMetrics, head_key,
+)
 from headwatch.spec import Expectations, Formation, FormationWindow
 
 N_LAYERS, N_HEADS, D_HEAD = 8, 4, 64
@@ -122,6 +126,34 @@ def planted_trajectory(
         if ablations.random is not None:
             final.ablations.append(AblationResult("matched_random", ("L2_H0", "L2_H1", "L2_H2"), planted_metrics(ablations.random)))
     return records
+
+
+# ---- attention mass (the attention floor, docs/statistics.md#negligible-attention) ---------------
+
+#: Planted records with attention: T, and every head's baseline attention unless given. WEAK heads
+#: then give each class target 1/128 (twice the floor 1/T), STRONG heads 80/128.
+PLANTED_SEQ_LEN = 256
+PLANTED_BASELINE = 1 / 128
+
+
+def with_attention(records: Sequence[MeasurementRecord], baseline: Mapping[int, Mapping[str, float]] | None = None,
+                   seq_len: int = PLANTED_SEQ_LEN) -> list[MeasurementRecord]:
+    """The records with the attention their selectivities imply: each head's baseline attention is
+    PLANTED_BASELINE unless ``baseline[i][head]`` gives it (i: the record's index in ``records``), its
+    attention to each class target selectivity x baseline; ``settings`` of length ``seq_len`` (the
+    floor is 1/seq_len). A head given baseline 1e-7 at 100x has 1e-5 attention on the target: a ratio
+    of two negligible masses."""
+    out = []
+    for i, r in enumerate(records):
+        given = (baseline or {}).get(i, {})
+        attention = {}
+        for head, sel in r.all_head_selectivity.items():
+            b = given.get(head, PLANTED_BASELINE)
+            attention[head] = {**{c: sel[c] * b for c in HEAD_CLASSES}, "baseline": b}
+        settings = r.settings or ProbeSettings(seq_len=seq_len)
+        out.append(dataclasses.replace(r, attention=attention,
+                                       settings=dataclasses.replace(settings, seq_len=seq_len)))
+    return out
 
 
 # ---- the healthy trajectory and its negative controls -----------------------------------------

@@ -6,8 +6,8 @@ Runs first (headwatch/plugin.py orders it before the claim tests), once per sele
 declares formation. An organism that did not form fails red with the measured numbers (heads and
 selectivities with intervals, t_induction on the grid, final top-1, the training numeric path when
 the records carry it); its claims are then "not judged" (claims/check.py), never passed.
-Negative controls: planted trajectories that never form, form too late, form at step 0, or copy
-badly.
+Negative controls: planted trajectories that never form, form too late, form at step 0, copy
+badly, or form only on heads whose induction attention is below the attention floor.
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def test_organism_formed_as_declared(record_property, model_entry, model_records
 NEVER = ((),) * 7
 #: What each of formation's negative controls (claims/builtin/formation.py) must show in its message.
 SHOWN = {"never_forms": "0 heads", "forms_too_late": "t_induction step6", "formed_at_step0": "already at the first revision",
-         "copies_badly": "top-1 0.01"}
+         "copies_badly": "top-1 0.01", "forms_only_on_noise": "(induction 80x at step1 and 5 more revision(s)) not counted"}
 
 
 @pytest.mark.parametrize("control", controls_for(NAME), ids=lambda c: c.name)

@@ -15,8 +15,8 @@ from fractions import Fraction
 import numpy as np
 
 from headwatch.probes.participation import is_elevated
-from headwatch.probes.record import MeasurementRecord, TaskMetrics, parse_head_key
-from headwatch.probes.selectivity import bos_fraction, bos_heads, induction_circuit
+from headwatch.probes.record import MeasurementRecord, TaskMetrics, attention_floor_value, parse_head_key
+from headwatch.probes.selectivity import bos_fraction_of, bos_heads_of, circuit_of
 from headwatch.spec import SPEC
 from headwatch.stats import (
     BOSCHLOO, MCNEMAR, MIN_BOOTSTRAP_SEQUENCES, RATIO_TEST_PAIRED, RATIO_TEST_UNCONDITIONAL, SEQUENCE_BOOTSTRAP,
@@ -25,6 +25,7 @@ from headwatch.stats import (
 )
 from headwatch.validation import InputError
 
+from headwatch.claims.verdict import NO_ATTENTION, NegligibleHead
 
 
 def by_tokens(records: Iterable[MeasurementRecord]) -> list[MeasurementRecord]:
@@ -64,15 +65,49 @@ def tokens_per_revision(records: Sequence[MeasurementRecord]) -> list[RevisionPo
     return [RevisionPoint(i, r.revision, float(r.tokens_seen)) for i, r in enumerate(by_tokens(records))]  # type: ignore[arg-type]
 
 
+# ---- the attention floor: heads over a threshold that are not counted ----------------------------
+
+
+def not_counted(records: Iterable[MeasurementRecord], cls: str, threshold: float,
+                floor: float = SPEC.attention_floor) -> tuple[NegligibleHead, ...]:
+    """Heads whose ``cls`` selectivity is >= ``threshold`` but whose attention to the target is below
+    the floor (``floor`` / T), so that no head set counts them; per record, in the records' order, heads
+    in (layer, head) order. Records without attention contribute none."""
+    out = []
+    for r in records:
+        left_out = r.negligible_heads(cls, floor)
+        if not left_out:
+            continue
+        level = attention_floor_value(r.settings.seq_len, floor)  # type: ignore[union-attr]
+        for h in layer_order(left_out):
+            sel = r.all_head_selectivity[h][cls]
+            if sel >= threshold:
+                out.append(NegligibleHead(r.revision, h, cls, float(sel), r.attention[h][cls], level))  # type: ignore[index]
+    return tuple(out)
+
+
+def attention_floor_note(records: Sequence[MeasurementRecord]) -> str:
+    """Whether the attention floor applied to these records, in words: "" where every record
+    carries attention; otherwise :data:`~headwatch.claims.verdict.NO_ATTENTION` (and on how many)."""
+    lacking = sum(not r.has_attention for r in records)
+    if lacking == 0:
+        return ""
+    if lacking == len(records):
+        return NO_ATTENTION
+    return f"{NO_ATTENTION} in {lacking} of {len(records)} records (applied in the others)"
+
+
 # ---- F1: BOS heads in the early layers ---------------------------------------------------------
 
 
 def early_layer_bos_heads(
-    record: MeasurementRecord, layers: Iterable[int] = SPEC.f1_layers, threshold: float = SPEC.bos
+    record: MeasurementRecord, layers: Iterable[int] = SPEC.f1_layers, threshold: float = SPEC.bos,
+    floor: float = SPEC.attention_floor,
 ) -> list[str]:
-    """BOS heads (first-token selectivity >= threshold) that sit in ``layers``."""
+    """BOS heads (first-token selectivity >= threshold, attention to position 0 not negligible) that
+    sit in ``layers``."""
     wanted = set(layers)
-    return layer_order(h for h in bos_heads(record.all_head_selectivity, threshold) if parse_head_key(h)[0] in wanted)
+    return layer_order(h for h in bos_heads_of(record, threshold, floor) if parse_head_key(h)[0] in wanted)
 
 
 # ---- milestones, BOS fraction and its shape (F2, F3) ------------------------------------------
@@ -126,22 +161,27 @@ def t_induction(
     records: Sequence[MeasurementRecord],
     min_heads: int = SPEC.induction_min_heads,
     threshold: float = SPEC.induction,
+    floor: float = SPEC.attention_floor,
 ) -> Milestone:
-    """First revision with at least ``min_heads`` heads at induction selectivity >= threshold."""
-    meets = [len(induction_circuit(r.all_head_selectivity, threshold)) >= min_heads for r in by_tokens(records)]
+    """First revision with at least ``min_heads`` heads at induction selectivity >= threshold (heads
+    with negligible induction attention not counted)."""
+    meets = [len(circuit_of(r, threshold, floor)) >= min_heads for r in by_tokens(records)]
     return first_meeting(f">= {min_heads} heads at induction >= {threshold:g}", tokens_per_revision(records), meets)
 
 
-def bos_fraction_series(records: Sequence[MeasurementRecord], threshold: float = SPEC.bos) -> list[float]:
-    """BOS fraction (share of all heads with first-token selectivity >= threshold) per revision."""
-    return [bos_fraction(r.all_head_selectivity, threshold) for r in by_tokens(records)]
+def bos_fraction_series(records: Sequence[MeasurementRecord], threshold: float = SPEC.bos,
+                        floor: float = SPEC.attention_floor) -> list[float]:
+    """BOS fraction (share of all heads with first-token selectivity >= threshold and attention to
+    position 0 not negligible) per revision."""
+    return [bos_fraction_of(r, threshold, floor) for r in by_tokens(records)]
 
 
 def t_bos50(
-    records: Sequence[MeasurementRecord], level: float = SPEC.bos_level, threshold: float = SPEC.bos
+    records: Sequence[MeasurementRecord], level: float = SPEC.bos_level, threshold: float = SPEC.bos,
+    floor: float = SPEC.attention_floor,
 ) -> Milestone:
     """First revision whose BOS fraction is at least ``level``."""
-    meets = [f >= level for f in bos_fraction_series(records, threshold)]
+    meets = [f >= level for f in bos_fraction_series(records, threshold, floor)]
     return first_meeting(f"BOS fraction >= {level:g}", tokens_per_revision(records), meets)
 
 
@@ -188,11 +228,12 @@ def induction_bos_separation(
     bos_level: float = SPEC.bos_level,
     bos_threshold: float = SPEC.bos,
     bos: Milestone | None = None,
+    floor: float = SPEC.attention_floor,
 ) -> SeparationResult:
     """Both milestones and their ratio in tokens (docs/SPEC.md §5, F3); ``bos``: t_bos50 already
     found with these settings (F3's sensitivity re-reads only t_induction)."""
-    ind = t_induction(records, min_heads, induction_threshold)
-    bos = bos if bos is not None else t_bos50(records, bos_level, bos_threshold)
+    ind = t_induction(records, min_heads, induction_threshold, floor)
+    bos = bos if bos is not None else t_bos50(records, bos_level, bos_threshold, floor)
     ratio = None
     if ind.tokens is not None and bos.tokens is not None and ind.tokens > 0:
         ratio = bos.tokens / ind.tokens
@@ -249,10 +290,11 @@ def _as_float(x: Fraction) -> float:
 
 
 def bos_shape(
-    records: Sequence[MeasurementRecord], step_share: float = SPEC.step_share, threshold: float = SPEC.bos
+    records: Sequence[MeasurementRecord], step_share: float = SPEC.step_share, threshold: float = SPEC.bos,
+    floor: float = SPEC.attention_floor,
 ) -> ShapeResult:
     """Shape of the BOS-fraction series (docs/SPEC.md §5, F2)."""
-    return series_shape(bos_fraction_series(records, threshold), step_share)
+    return series_shape(bos_fraction_series(records, threshold, floor), step_share)
 
 
 # ---- F4: recall of the final induction circuit ------------------------------------------------
@@ -270,23 +312,24 @@ class RecallPoint:
 
 def recall_series(
     records: Sequence[MeasurementRecord], threshold: float = SPEC.induction,
-    intermediate_threshold: float | None = None,
+    intermediate_threshold: float | None = None, floor: float = SPEC.attention_floor,
 ) -> tuple[frozenset[str], list[RecallPoint]]:
     """The final induction circuit and |C_r ∩ C_final| / |C_final| at every revision.
 
     The final circuit is taken at ``threshold``; a head counts as found at an earlier revision
     when its induction selectivity there is >= ``intermediate_threshold`` (default: the same
     threshold; F4's second reading counts them at the head-label threshold, 30x). The series is
-    empty when the final circuit is empty (recall is undefined then).
+    empty when the final circuit is empty (recall is undefined then). Heads with negligible
+    induction attention are counted neither in the final circuit nor as found.
     """
     recs = by_tokens(records)
-    final = induction_circuit(recs[-1].all_head_selectivity, threshold)
+    final = circuit_of(recs[-1], threshold, floor)
     if not final:
         return final, []
     at = threshold if intermediate_threshold is None else intermediate_threshold
     out = []
     for i, (p, r) in enumerate(zip(tokens_per_revision(recs), recs)):
-        found = final & induction_circuit(r.all_head_selectivity, threshold if i == len(recs) - 1 else at)
+        found = final & circuit_of(r, threshold if i == len(recs) - 1 else at, floor)
         out.append(RecallPoint(p, len(found) / len(final), tuple(layer_order(found)), len(final)))
     return final, out
 
@@ -322,11 +365,12 @@ def first_recall_at_least(
     threshold: float = SPEC.induction,
     total_tokens: float | None = None,
     intermediate_threshold: float | None = None,
+    floor: float = SPEC.attention_floor,
 ) -> ConvergenceResult:
     """Earliest revision with recall >= level; ``total_tokens`` defaults to the last revision's."""
     recs = by_tokens(records)
     total = float(total_tokens if total_tokens is not None else recs[-1].tokens_seen)  # type: ignore[arg-type]
-    final, series = recall_series(recs, threshold, intermediate_threshold)
+    final, series = recall_series(recs, threshold, intermediate_threshold, floor)
     # No tolerance: k / n and a level written as the same ratio (2 / 3) round to the same float.
     point = next((p for p in series if p.recall >= level), None)
     return ConvergenceResult(tuple(layer_order(final)), level, point, total, tuple(series))
@@ -378,8 +422,11 @@ def head_lead(
     head: str,
     fraction: float = SPEC.pr_elevation_fraction,
     threshold: float = SPEC.induction,
+    floor: float = SPEC.attention_floor,
 ) -> HeadLead:
-    """Elevation and crossing revisions of one head; every record needs ``pr`` and ``d_head``."""
+    """Elevation and crossing revisions of one head; every record needs ``pr`` and ``d_head``. The
+    head crosses at the first revision where its induction selectivity is >= threshold and its
+    induction attention is not negligible there."""
     recs = by_tokens(records)
     missing = [r.revision for r in recs if r.pr is None or head not in r.pr]
     if missing:
@@ -392,7 +439,8 @@ def head_lead(
     prs = tuple(float(r.pr[head]) for r in recs)  # type: ignore[index]
     sels = tuple(float(r.all_head_selectivity[head]["induction"]) for r in recs)
     elevated = next((p for p, r, v in zip(points, recs, prs) if is_elevated(v, r.d_head, fraction)), None)
-    crossed = next((p for p, s in zip(points, sels) if s >= threshold), None)
+    crossed = next((p for p, r, s in zip(points, recs, sels)
+                    if s >= threshold and head not in r.negligible_heads("induction", floor)), None)
     return HeadLead(head, elevated, crossed, prs, sels)
 
 
@@ -418,11 +466,12 @@ def pr_lead(
     records: Sequence[MeasurementRecord],
     fraction: float = SPEC.pr_elevation_fraction,
     threshold: float = SPEC.induction,
+    floor: float = SPEC.attention_floor,
 ) -> PrLeadResult:
     """F5 for every head of the final induction circuit."""
     recs = by_tokens(records)
-    final = layer_order(induction_circuit(recs[-1].all_head_selectivity, threshold))
-    leads = tuple(head_lead(recs, h, fraction, threshold) for h in final)
+    final = layer_order(circuit_of(recs[-1], threshold, floor))
+    leads = tuple(head_lead(recs, h, fraction, threshold, floor) for h in final)
     return PrLeadResult(fraction, leads, tuple(l.head for l in leads if not l.holds))
 
 

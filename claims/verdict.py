@@ -181,6 +181,25 @@ class Point:
 
 
 @dataclass(frozen=True)
+class NegligibleHead:
+    """A head over a head set's threshold that is not counted: its mean attention to the class
+    target is below the attention floor (docs/statistics.md#negligible-attention)."""
+
+    revision: str
+    head: str
+    #: the class whose selectivity it is ("induction", "first-token", ...)
+    cls: str
+    selectivity: float
+    #: mean attention to the class target, and the floor it falls below (floor_share / T)
+    attention: float
+    floor: float
+
+
+#: What a verdict's ``attention_floor`` says where the records carry no attention.
+NO_ATTENTION = "no attention mass in the record: the floor is not applied"
+
+
+@dataclass(frozen=True)
 class F1Violation:
     revision: str
     tokens: float | None
@@ -211,6 +230,9 @@ class F1Details:
     bos_heads_anywhere: int = 0
     #: revisions with no BOS head in any layer (F1 is vacuous there)
     vacuous_revisions: tuple[str, ...] = ()
+    #: heads over the threshold left out by the attention floor, and whether the floor applied
+    negligible_heads: tuple[NegligibleHead, ...] = ()
+    attention_floor: str = ""
 
 
 @dataclass(frozen=True)
@@ -225,6 +247,9 @@ class F2Details:
     step_share: float
     largest_rise: Mapping[str, Point | None] | None
     series_pct: Mapping[str, float | None]
+    #: heads over the threshold left out by the attention floor, and whether the floor applied
+    negligible_heads: tuple[NegligibleHead, ...] = ()
+    attention_floor: str = ""
 
 
 @dataclass(frozen=True)
@@ -250,6 +275,9 @@ class F3Details:
     established: bool | None = None
     #: the milestones no revision reaches ("t_induction", "t_bos50"): right-censored after the last
     censored: tuple[str, ...] = ()
+    #: heads over the threshold left out by the attention floor, and whether the floor applied
+    negligible_heads: tuple[NegligibleHead, ...] = ()
+    attention_floor: str = ""
 
 
 @dataclass(frozen=True)
@@ -302,6 +330,9 @@ class F4Details:
     recall_series: Mapping[str, RecallAt]
     intermediate: F4Computed | None = None
     intermediate_holds: bool | None = None
+    #: heads over the threshold left out by the attention floor, and whether the floor applied
+    negligible_heads: tuple[NegligibleHead, ...] = ()
+    attention_floor: str = ""
 
 
 @dataclass(frozen=True)
@@ -361,6 +392,9 @@ class F5Details:
     #: the null that decides (issue 43): the larger of ``null_p`` and ``null_p_layer``; F5 is
     #: informative only where it is below null_alpha
     null_p_decisive: float | None = None
+    #: heads over the threshold left out by the attention floor, and whether the floor applied
+    negligible_heads: tuple[NegligibleHead, ...] = ()
+    attention_floor: str = ""
 
 
 @dataclass(frozen=True)
@@ -427,6 +461,9 @@ class CausalDetails:
     #: the copyable-position reading (None: not measured); which reading decided: "query" or "copyable"
     copyable: CopyableDetails | None = None
     reading: str = "query"
+    #: heads over the threshold left out by the attention floor, and whether the floor applied
+    negligible_heads: tuple[NegligibleHead, ...] = ()
+    attention_floor: str = ""
 
 
 @dataclass(frozen=True)
@@ -451,6 +488,9 @@ class FormationDetails:
     training: Mapping[str, Any] | None
     #: each declared condition that was not met, in words
     unmet: tuple[str, ...] = ()
+    #: heads over the threshold left out by the attention floor, and whether the floor applied
+    negligible_heads: tuple[NegligibleHead, ...] = ()
+    attention_floor: str = ""
 
 
 #: The details type of each registered claim (None: a plain mapping), filled by

@@ -34,6 +34,11 @@ class Thresholds:
     bos: float = 30.0
     #: [§2] previous-token circuit: best class previous-token and >= this.
     previous_token: float = 100.0
+    #: [§2, every head set] a head's selectivity for a class counts only where its mean attention to
+    #: the class target is at least this many times a uniform head's share of one position (1/T, T
+    #: the record's seq_len): below it the head gives the target less than uniform attention would,
+    #: whatever its ratio (docs/statistics.md). Applies only to records that carry attention.
+    attention_floor: float = 1.0
     #: [§5] t_induction: the first revision with at least this many induction heads.
     induction_min_heads: int = 3
     #: [§5] t_bos50: the first revision with BOS fraction >= this.

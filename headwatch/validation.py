@@ -250,6 +250,7 @@ PROBE_RULES: dict[str, Rule] = {
     "induction_threshold": number(0),
     "previous_token_threshold": number(0),
     "bos_threshold": number(0),
+    "attention_floor": number(0),
     "ablation": BOOLEAN,
     "ablation_seed": SEED,
     "interval_level": number(0, above=True, max=1, allowed="a confidence level in (0, 1), such as 0.95"),

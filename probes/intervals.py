@@ -4,7 +4,8 @@
   percentile bootstrap over examples (:func:`headwatch.stats.bootstrap_weights`). Every resample
   draws N examples with replacement, recomputes each head's six class means and its baseline mean
   (induction and duplicate-token over the resample's valid examples, as the screen does), divides,
-  and counts the heads over the thresholds; the same resamples serve every head, so the counts'
+  and counts the heads over the thresholds whose mean attention to the target is not below the
+  attention floor; the same resamples serve every head, so the counts'
   intervals are those of a coherent table.
 - Task and ablation top-1: exact Clopper-Pearson intervals from the counts.
 
@@ -34,6 +35,14 @@ def selectivity_replicates(values: np.ndarray, baseline: np.ndarray, valid: np.n
     values: [N, C, L, H] per-example class attention (HEAD_CLASSES order); baseline: [N, L, H] per-example
     mean attention to the baseline positions; valid: [N] bool; weights: [R, N] draw counts.
     """
+    means, base = attention_replicates(values, baseline, valid, weights)
+    return means / np.maximum(base, BASELINE_FLOOR)[:, None]
+
+
+def attention_replicates(values: np.ndarray, baseline: np.ndarray, valid: np.ndarray,
+                         weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean class attention [R, C, L, H] and mean baseline attention [R, L, H] of every resample
+    (arguments as :func:`selectivity_replicates`)."""
     N, C, L, H = values.shape
     if baseline.shape != (N, L, H) or valid.shape != (N,) or weights.shape[1] != N:
         raise ValueError(f"shapes disagree: values {values.shape}, baseline {baseline.shape}, valid {valid.shape}, "
@@ -48,22 +57,27 @@ def selectivity_replicates(values: np.ndarray, baseline: np.ndarray, valid: np.n
     denominators[:, valid_only] = np.maximum(n_valid, 1)[:, None]
     means = sums / denominators[:, :, None, None]
     base = (weights @ baseline.reshape(N, L * H).astype(np.float64)).reshape(-1, L, H) / np.maximum(n_all, 1)[:, None, None]
-    return means / np.maximum(base, BASELINE_FLOOR)[:, None]
+    return means, base
 
 
 def record_intervals(
     values: np.ndarray, baseline: np.ndarray, valid: np.ndarray, *,
     task: TaskMetrics | None, ablations: dict[str, TaskMetrics],
     n_resamples: int, seed: int, level: float, induction_threshold: float, bos_threshold: float,
+    attention_floor: float = 0.0,
 ) -> RecordIntervals:
     """All of a record's intervals (see the module docstring); ``n_resamples`` = 0 gives the exact
-    top-1 intervals only."""
+    top-1 intervals only. ``attention_floor``: a head whose resample mean attention to the class
+    target is below it is not counted in that resample's BOS fraction or induction-head count, as
+    the judge leaves it out (docs/statistics.md#negligible-attention; 0: every head counts)."""
     methods = {"top1": CLOPPER_PEARSON}
     selectivity: dict[str, dict[str, tuple[float, float]]] = {}
     bos_fraction = induction_heads = None
     if n_resamples > 0:
         N, C, L, H = values.shape
-        reps = selectivity_replicates(values, baseline, valid, bootstrap_weights(N, n_resamples, seed))
+        means, base = attention_replicates(values, baseline, valid, bootstrap_weights(N, n_resamples, seed))
+        reps = means / np.maximum(base, BASELINE_FLOOR)[:, None]
+        counted = means >= attention_floor  # [R, C, L, H]
         lo, hi = percentile_interval(reps, level)
         for l in range(L):
             for h in range(H):
@@ -71,8 +85,8 @@ def record_intervals(
                     c: (float(lo[i, l, h]), float(hi[i, l, h])) for i, c in enumerate(HEAD_CLASSES)}
         first = HEAD_CLASSES.index("first-token")
         ind = HEAD_CLASSES.index("induction")
-        bos_reps = (reps[:, first] >= bos_threshold).reshape(len(reps), -1).mean(1)
-        ind_reps = (reps[:, ind] >= induction_threshold).reshape(len(reps), -1).sum(1).astype(np.float64)
+        bos_reps = ((reps[:, first] >= bos_threshold) & counted[:, first]).reshape(len(reps), -1).mean(1)
+        ind_reps = ((reps[:, ind] >= induction_threshold) & counted[:, ind]).reshape(len(reps), -1).sum(1).astype(np.float64)
         b_lo, b_hi = percentile_interval(bos_reps, level, discrete=True)
         i_lo, i_hi = percentile_interval(ind_reps, level, discrete=True)
         bos_fraction, induction_heads = (float(b_lo), float(b_hi)), (float(i_lo), float(i_hi))

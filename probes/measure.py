@@ -33,7 +33,8 @@ from headwatch.probes.intervals import record_intervals
 from headwatch.probes.lastlayer import query_position_mlp
 from headwatch.probes.participation import participation_ratio
 from headwatch.probes.record import (
-    PROBE_VERSION, AblationResult, MeasurementRecord, ProbeSettings, RecordIntervals, TaskMetrics, head_key,
+    PROBE_VERSION, AblationResult, MeasurementRecord, ProbeSettings, RecordIntervals, TaskMetrics, attention_floor_value,
+    head_key, negligible_heads,
 )
 from headwatch.probes.selectivity import SelectivityAccumulator, baseline_positions, induction_circuit
 from headwatch.probes.sink import sink_score
@@ -227,6 +228,7 @@ def intervals_of(screened: ScreenResult, task: TaskMetrics, ablations: list[Abla
         values, baseline, valid, task=task, ablations={a.name: a.metrics for a in ablations},
         n_resamples=settings.n_bootstrap, seed=settings.bootstrap_seed, level=settings.interval_level,
         induction_threshold=settings.induction_threshold, bos_threshold=settings.bos_threshold,
+        attention_floor=attention_floor_value(settings.seq_len, settings.attention_floor),
     )
 
 
@@ -261,7 +263,8 @@ def measure(
     """Run every probe on ``model`` (already on its device, in eval mode or not).
 
     The induction batch is built from ``settings`` unless given. Ablations (three more passes)
-    run when ``settings.ablation`` is set and the induction circuit is not empty.
+    run when ``settings.ablation`` is set and the induction circuit (heads with negligible induction
+    attention left out, as the judge leaves them out) is not empty.
     """
     started = time.perf_counter()
     # The callers check these before loading the model; checked again here, where the numbers are
@@ -298,10 +301,13 @@ def measure(
         except NonFiniteError as e:
             raise _with_weights_named(e, model, f"{model_name}@{revision}") from None
         table, pr, task, n_valid = screened.table, screened.pr, screened.task, screened.n_valid
+        attention = screened.selectivity.attention_table()
         ablations: list[AblationResult] = []
         layers_from_screen = 0  # decoder layers the ablation passes took from the screen's output
         copies = None
-        circuit = sorted(induction_circuit(table, settings.induction_threshold))
+        # the circuit the judge counts: heads whose induction attention is negligible are not in it
+        negligible = negligible_heads(attention, "induction", settings.seq_len, settings.attention_floor)
+        circuit = sorted(induction_circuit(table, settings.induction_threshold, negligible))
         if settings.ablation and circuit:
             device = _model_device(model)
             groups = {
@@ -360,4 +366,5 @@ def measure(
         intervals=intervals,
         sink=sink,
         copy_reading=copies,
+        attention=attention,
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
@@ -23,7 +24,9 @@ READABLE_SCHEMAS: tuple[str, ...] = (SCHEMA, "headwatch.measurement/1")
 #: Bump when a change to the probes changes measured numbers: it is part of every cache key (as
 #: ``v<N>``). It lives here, beside the record, so that reading the cache imports no torch.
 #: 3: records carry intervals, top-1 counts and Sink_1^eps (schema /2).
-PROBE_VERSION = "3"
+#: 4: records carry each head's mean attention (``attention``), and the ablated circuit leaves out
+#: heads whose induction attention is negligible (docs/statistics.md#negligible-attention).
+PROBE_VERSION = "4"
 
 #: ``provenance[TRAINING_PROVENANCE]``: optional, how the measured checkpoint was trained, as its
 #: trainer states it (for model organisms: the numeric path, e.g. CPU capability, MKL mode, torch
@@ -40,6 +43,33 @@ HEAD_CLASSES: tuple[str, ...] = (
     "local",
 )
 UNCLASSIFIED = "unclassified"
+#: The keys of each head's ``MeasurementRecord.attention``: the six classes, then the baseline.
+ATTENTION_KEYS: tuple[str, ...] = (*HEAD_CLASSES, "baseline")
+
+
+def attention_floor_value(seq_len: int, floor_share: float = SPEC.attention_floor) -> float:
+    """The attention below which a class target's mass is negligible: ``floor_share`` x a uniform
+    head's share of one position, 1/T (docs/statistics.md#negligible-attention)."""
+    return floor_share / seq_len
+
+
+def negligible_heads(attention: Mapping[str, Mapping[str, float]], cls: str, seq_len: int,
+                     floor_share: float = SPEC.attention_floor) -> frozenset[str]:
+    """Heads whose mean attention to the ``cls`` target is below ``floor_share / seq_len``.
+
+    ``attention[head][cls]``: mean attention of the query position to the class target (a
+    probability, per head a scalar; the record's ``attention``). Such a head gives the target less
+    than a uniform head would; a selectivity over its threshold is then a ratio of two negligible
+    masses (its baseline is smaller still) and the head is not counted in a head set. The one home
+    of the rule: :meth:`MeasurementRecord.negligible_heads` and ``headwatch.probes.selectivity``
+    (which exports it) call it.
+    """
+    if cls not in ATTENTION_KEYS:
+        raise ValueError(f"unknown class {cls!r}; expected one of {', '.join(ATTENTION_KEYS)}")
+    if seq_len < 1:
+        raise ValueError(f"seq_len must be >= 1, got {seq_len}")
+    floor = attention_floor_value(seq_len, floor_share)
+    return frozenset(h for h, att in attention.items() if att[cls] < floor)
 
 
 def head_key(layer: int, head: int) -> str:
@@ -87,6 +117,8 @@ class ProbeSettings:
     induction_threshold: float = key(SPEC.induction, doc="SPEC's induction threshold")
     previous_token_threshold: float = key(SPEC.previous_token, doc="SPEC's previous-token threshold")
     bos_threshold: float = key(SPEC.bos, doc="SPEC's BOS threshold")
+    attention_floor: float = key(SPEC.attention_floor, doc="SPEC's attention floor, in units of 1/T: the ablated "
+                                                           "circuit leaves out heads whose induction attention is below it")
     ablation: bool = key(True, doc="[§4] run the group ablations (final revisions need them; early ones may skip)")
     ablation_seed: int = key(PROBE_RUN.ablation_seed, doc="[§4] RandomState seed of the matched-random heads")
     interval_level: float = key(SPEC.interval_level, doc="level of every interval (headwatch.stats)")
@@ -251,6 +283,10 @@ class MeasurementRecord:
     sink: SinkScore | None = None
     #: The ablations read on every copyable position of repeated sequences (None where not measured).
     copy_reading: CopyReading | None = None
+    #: ``attention[head][cls]``: the head's mean attention to each class target (the six of
+    #: HEAD_CLASSES, averaged as the screen averages them) and to the baseline positions
+    #: (``"baseline"``). None: not recorded (probe versions before 4, the published files).
+    attention: dict[str, dict[str, float]] | None = None
 
     #: Bounds beyond each field's type, checked on reading (the types come from the fields above).
     FIELD_RULES: ClassVar[dict[str, Rule]] = {
@@ -259,6 +295,7 @@ class MeasurementRecord:
         "all_head_selectivity": number(0, allowed="a finite selectivity >= 0"),
         "pr": number(0, allowed="a finite participation ratio >= 0"),
         "n_examples_valid": integer(0),
+        "attention": number(0, max=1, allowed="a mean attention from 0 to 1"),
     }
 
     # ---- JSON round trip -------------------------------------------------------------------
@@ -301,6 +338,17 @@ class MeasurementRecord:
                                   f"expected the six of the screen: {', '.join(HEAD_CLASSES)}")
         if self.pr is not None and not set(self.pr) <= heads:
             raise RecordError(f"{where}: pr names heads not in the model: {', '.join(sorted(set(self.pr) - heads)[:5])}")
+        if self.attention is not None:
+            if set(self.attention) != heads:
+                extra, missing = sorted(set(self.attention) - heads), sorted(heads - set(self.attention))
+                raise RecordError(
+                    f"{where}: attention does not match {self.n_layers} layers x {self.n_heads} heads"
+                    + (f"; missing {', '.join(missing[:5])}" + (" ..." if len(missing) > 5 else "") if missing else "")
+                    + (f"; not in the model: {', '.join(extra[:5])}" if extra else ""))
+            for head, classes in self.attention.items():
+                if set(classes) != set(ATTENTION_KEYS):
+                    raise RecordError(f"{where}: attention[{head!r}] has keys {sorted(classes)}; expected the six "
+                                      f"classes of the screen and the baseline: {', '.join(ATTENTION_KEYS)}")
 
     def to_json(self, path: str | os.PathLike) -> None:
         """Write atomically: a reader never sees a half-written record."""
@@ -329,6 +377,20 @@ class MeasurementRecord:
     def heads(self) -> list[str]:
         """All head keys in (layer, head) order."""
         return [head_key(l, h) for l in range(self.n_layers) for h in range(self.n_heads)]
+
+    def negligible_heads(self, cls: str, floor_share: float = SPEC.attention_floor) -> frozenset[str]:
+        """Heads whose mean attention to the ``cls`` target is below ``floor_share`` / T (T: the
+        record's seq_len): their ``cls`` selectivity is a ratio of negligible masses and is not
+        counted (:func:`negligible_heads`). Empty where the rule cannot apply: no ``attention``
+        (older records, the published files) or no ``settings`` to take T from."""
+        if self.attention is None or self.settings is None:
+            return frozenset()
+        return negligible_heads(self.attention, cls, self.settings.seq_len, floor_share)
+
+    @property
+    def has_attention(self) -> bool:
+        """Whether the attention floor can apply: the record carries attention and its seq_len."""
+        return self.attention is not None and self.settings is not None
 
     def ablation(self, name: str) -> AblationResult | None:
         return next((a for a in self.ablations if a.name == name), None)

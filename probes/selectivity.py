@@ -3,18 +3,20 @@
 Two halves: :class:`SelectivityAccumulator` turns captured attention rows of the query position
 into per-head selectivities; the plain functions below (labels, circuits, BOS fraction) turn a
 selectivity table ``{"L{l}_H{h}": {class: float}}`` into the paper's head sets. The latter work
-equally on fresh measurements and on the author's published files.
+equally on fresh measurements and on the author's published files; the ``*_of(record)`` forms
+also leave out heads whose attention to the class target is negligible (the attention floor,
+docs/statistics.md#negligible-attention), where the record carries its attention.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from headwatch.spec import SPEC
 
-from headwatch.probes.record import HEAD_CLASSES, UNCLASSIFIED
+from headwatch.probes.record import HEAD_CLASSES, UNCLASSIFIED, MeasurementRecord, negligible_heads
 
 if TYPE_CHECKING:
     import torch
@@ -131,6 +133,14 @@ class SelectivityAccumulator:
         out["baseline"] = (self._baseline_sum / self.n_all).numpy()
         return out
 
+    def attention_table(self) -> dict[str, dict[str, float]]:
+        """``{"L{l}_H{h}": {class or "baseline": mean attention}}``: :meth:`attention` per head, as the
+        record's ``attention`` keeps it."""
+        att = self.attention()
+        # clipped: a softmax weight rounded in low precision may sit a hair above 1, which a record refuses
+        return {f"L{l}_H{h}": {c: min(1.0, max(0.0, float(att[c][l, h]))) for c in (*HEAD_CLASSES, "baseline")}
+                for l in range(self.n_layers) for h in range(self.n_heads)}
+
     def selectivity(self) -> dict[str, dict[str, float]]:
         """``{"L{l}_H{h}": {class: attention / max(baseline, 1e-8)}}``."""
         att = self.attention()
@@ -143,45 +153,106 @@ class SelectivityAccumulator:
 
 
 # ---- head sets from a selectivity table -------------------------------------------------------
+#
+# ``negligible``: heads whose attention to the class target is below the attention floor
+# (:func:`negligible_heads`; docs/statistics.md#negligible-attention). They are left out of every
+# head set, whatever their ratio; the denominators (all heads) stay as they are.
 
 
-def best_class(selectivities: Mapping[str, float]) -> tuple[str, float]:
-    """The class with the highest selectivity (ties go to the earlier class in HEAD_CLASSES)."""
-    best = max(HEAD_CLASSES, key=lambda c: (selectivities[c], -HEAD_CLASSES.index(c)))
+def best_class(selectivities: Mapping[str, float], skip: Collection[str] = ()) -> tuple[str, float]:
+    """The class with the highest selectivity (ties go to the earlier class in HEAD_CLASSES), among
+    the classes not in ``skip``; ("unclassified", 0.0) where every class is skipped."""
+    classes = [c for c in HEAD_CLASSES if c not in skip]
+    if not classes:
+        return UNCLASSIFIED, 0.0
+    best = max(classes, key=lambda c: (selectivities[c], -HEAD_CLASSES.index(c)))
     return best, float(selectivities[best])
 
 
-def head_labels(table: SelectivityTable, threshold: float = SPEC.label) -> dict[str, str]:
-    """Each head's best class if its selectivity is >= threshold, else "unclassified"."""
+def head_labels(table: SelectivityTable, threshold: float = SPEC.label,
+                negligible: Mapping[str, Collection[str]] | None = None) -> dict[str, str]:
+    """Each head's best class if its selectivity is >= threshold, else "unclassified".
+
+    ``negligible[cls]``: heads whose ``cls`` selectivity does not count (their attention to that
+    target is below the floor); the best class is taken among the classes that count."""
+    negligible = negligible or {}
     labels = {}
     for head, sel in table.items():
-        cls, value = best_class(sel)
+        cls, value = best_class(sel, [c for c, heads in negligible.items() if head in heads])
         labels[head] = cls if value >= threshold else UNCLASSIFIED
     return labels
 
 
-def induction_circuit(table: SelectivityTable, threshold: float = SPEC.induction) -> frozenset[str]:
-    """Heads with induction selectivity >= threshold, whatever their best class."""
-    return frozenset(h for h, sel in table.items() if sel["induction"] >= threshold)
+def induction_circuit(table: SelectivityTable, threshold: float = SPEC.induction,
+                      negligible: Collection[str] = frozenset()) -> frozenset[str]:
+    """Heads with induction selectivity >= threshold, whatever their best class, except ``negligible``."""
+    return frozenset(h for h, sel in table.items() if sel["induction"] >= threshold and h not in negligible)
 
 
-def previous_token_circuit(table: SelectivityTable, threshold: float = SPEC.previous_token) -> frozenset[str]:
-    """Heads whose best class is previous-token with selectivity >= threshold."""
+def previous_token_circuit(table: SelectivityTable, threshold: float = SPEC.previous_token,
+                           negligible: Collection[str] = frozenset()) -> frozenset[str]:
+    """Heads whose best class is previous-token with selectivity >= threshold, except ``negligible``
+    (heads whose previous-token attention is below the floor)."""
     out = set()
     for h, sel in table.items():
         cls, value = best_class(sel)
-        if cls == "previous-token" and value >= threshold:
+        if cls == "previous-token" and value >= threshold and h not in negligible:
             out.add(h)
     return frozenset(out)
 
 
-def bos_heads(table: SelectivityTable, threshold: float = SPEC.bos) -> frozenset[str]:
-    """Heads with first-token (position 0) selectivity >= threshold, whatever their best class."""
-    return frozenset(h for h, sel in table.items() if sel["first-token"] >= threshold)
+def bos_heads(table: SelectivityTable, threshold: float = SPEC.bos,
+              negligible: Collection[str] = frozenset()) -> frozenset[str]:
+    """Heads with first-token (position 0) selectivity >= threshold, whatever their best class,
+    except ``negligible``."""
+    return frozenset(h for h, sel in table.items() if sel["first-token"] >= threshold and h not in negligible)
 
 
-def bos_fraction(table: SelectivityTable, threshold: float = SPEC.bos) -> float:
-    """Share of all heads that are BOS heads (docs/SPEC.md §2); 0.0 for an empty table is an error."""
+def bos_fraction(table: SelectivityTable, threshold: float = SPEC.bos,
+                 negligible: Collection[str] = frozenset()) -> float:
+    """Share of all heads that are BOS heads (docs/SPEC.md §2; ``negligible`` heads are not BOS heads
+    but still count among all heads); 0.0 for an empty table is an error."""
     if not table:
         raise ValueError("empty selectivity table: no heads to take a BOS fraction of")
-    return len(bos_heads(table, threshold)) / len(table)
+    return len(bos_heads(table, threshold, negligible)) / len(table)
+
+
+# ---- head sets of a record: the attention floor applied where the record carries attention ----------
+
+
+def circuit_of(record: MeasurementRecord, threshold: float = SPEC.induction,
+               floor: float = SPEC.attention_floor) -> frozenset[str]:
+    """The record's induction circuit; heads with negligible induction attention left out."""
+    return induction_circuit(record.all_head_selectivity, threshold, record.negligible_heads("induction", floor))
+
+
+def bos_heads_of(record: MeasurementRecord, threshold: float = SPEC.bos,
+                 floor: float = SPEC.attention_floor) -> frozenset[str]:
+    """The record's BOS heads; heads with negligible attention to position 0 left out."""
+    return bos_heads(record.all_head_selectivity, threshold, record.negligible_heads("first-token", floor))
+
+
+def bos_fraction_of(record: MeasurementRecord, threshold: float = SPEC.bos,
+                    floor: float = SPEC.attention_floor) -> float:
+    """The record's BOS fraction; heads with negligible attention to position 0 are not BOS heads."""
+    return bos_fraction(record.all_head_selectivity, threshold, record.negligible_heads("first-token", floor))
+
+
+def previous_token_circuit_of(record: MeasurementRecord, threshold: float = SPEC.previous_token,
+                              floor: float = SPEC.attention_floor) -> frozenset[str]:
+    """The record's previous-token circuit; heads with negligible previous-token attention left out."""
+    return previous_token_circuit(record.all_head_selectivity, threshold,
+                                  record.negligible_heads("previous-token", floor))
+
+
+def labels_of(record: MeasurementRecord, threshold: float = SPEC.label,
+              floor: float = SPEC.attention_floor) -> dict[str, str]:
+    """The record's head labels; a class whose target attention is negligible does not label a head."""
+    negligible = {c: record.negligible_heads(c, floor) for c in HEAD_CLASSES} if record.has_attention else {}
+    return head_labels(record.all_head_selectivity, threshold, negligible)
+
+
+__all__ = ["BASELINE_FLOOR", "SelectivityAccumulator", "SelectivityTable", "baseline_positions", "best_class",
+           "bos_fraction", "bos_fraction_of", "bos_heads", "bos_heads_of", "circuit_of", "head_labels",
+           "induction_circuit", "labels_of", "negligible_heads", "previous_token_circuit",
+           "previous_token_circuit_of"]

@@ -211,6 +211,23 @@ def test_cold_run_smoke(tmp_path):
     assert bad.returncode == 2 and "--commit 'no-such-commit': not a commit" in bad.stderr
 
 
+def test_negligible_heads_smoke(tmp_path):
+    from headwatch_testing.tiny import tiny_model
+
+    tiny_model("llama", seed=1).save_pretrained(tmp_path / "ckpt" / "step0", safe_serialization=True)
+    out = tmp_path / "negligible.json"
+    proc = run_benchmark(tmp_path, "negligible_heads.py", str(tmp_path / "ckpt" / "step0"), "--n", "4", "8",
+                         "--seq-len", "64", "--vocab-lo", "10", "--vocab-hi", "300", "--json", str(out))
+    assert table_header(proc.stdout, "N") == ["N", "induction heads, no floor", "induction heads, floor",
+                                              "induction: not counted", "BOS heads, no floor", "BOS heads, floor",
+                                              "BOS: not counted", "seconds"]
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["n"] for r in rows] == [4, 8]
+    for r in rows:
+        has_keys(r, {"induction_no_floor", "induction_floor", "induction_not_counted", "bos_no_floor", "bos_floor",
+                     "bos_not_counted", "floor", "seconds"}, "negligible_heads row")
+
+
 def test_verdict_rules_smoke(tmp_path):
     """Its --quick grid (about 3 s): the three tables docs/statistics.md shows, each with its rows old and new."""
     proc = run_benchmark(tmp_path, "verdict_rules.py", "--quick")

@@ -71,7 +71,9 @@ DEFECTS: dict[tuple[str, str, str], str] = {
     ("probes/architectures.py", "residual_writer_parameters", "ValueError"): "the architecture table itself (organism growth)",
     ("probes/capture.py", "CaptureRecorder.stacked", "RuntimeError"): "the capture hooks and the forward pass disagree",
     ("probes/capture.py", "CaptureRecorder.first_position", "RuntimeError"): "asked before it was recorded",
-    ("probes/intervals.py", "selectivity_replicates", "ValueError"): "array shapes of one screen",
+    ("probes/intervals.py", "attention_replicates", "ValueError"): "array shapes of one screen",
+    ("probes/record.py", "negligible_heads", "ValueError"): "a class name of headwatch's screen and the seq_len of "
+                                                            "validated settings",
     ("probes/participation.py", "participation_ratio", "ValueError"): "tensor shape of one screen",
     ("probes/selectivity.py", "baseline_positions", "ValueError"): "validation.check_probe_settings bounds seq_len first",
     ("probes/selectivity.py", "SelectivityAccumulator.examples", "ValueError"): "asked without keep_examples",

@@ -112,7 +112,8 @@ def test_random_init_has_no_induction_circuit_so_no_ablation(record):
 
 
 def test_ablation_groups_when_a_circuit_exists():
-    settings = ProbeSettings(**{**SMALL.__dict__, "induction_threshold": 0.0})
+    # no attention floor: every head is in the circuit (tests/test_negligible.py: what the floor leaves out)
+    settings = ProbeSettings(**{**SMALL.__dict__, "induction_threshold": 0.0, "attention_floor": 0.0})
     rec = measure(tiny_model("gpt_neox", seed=8), settings, model_name="t", revision="r", progress=False)
     names = [a.name for a in rec.ablations]
     assert names == ["induction_circuit", "matched_random", "circuit_layers"]

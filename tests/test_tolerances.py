@@ -19,7 +19,7 @@ import torch
 from headwatch.claims import trajectory as T
 from headwatch.claims.judge import judge_causal, judge_f1, judge_f2, judge_f3, judge_f4, judge_f5, judge_formation
 from headwatch.claims.sensitivity import sensitivity_grid
-from headwatch.claims.synthetic import A, B, C, D_HEAD, PR_HIGH, PR_LOW, Ablations, healthy, planted_record
+from headwatch.claims.synthetic import A, B, C, D_HEAD, PR_HIGH, PR_LOW, Ablations, healthy, planted_record, with_attention
 from headwatch.claims.verdict import Status
 from headwatch.probes.sink import sink_score
 from headwatch.probes.record import ProbeSettings, head_key
@@ -445,6 +445,29 @@ def test_population_outlier_alpha_just_passing():
 def test_population_outlier_alpha_just_failing():
     p = _beyond(40)
     assert p.outlier and p.p_adjusted == pytest.approx(0.0488, abs=1e-4) and p.status is Status.FAILS
+
+
+# ---- attention_floor (1.0): at T = 256 a head giving the induction target exactly 1/256 counts, 0.96/256
+# ---- does not (formation needs the three heads)
+
+
+def _circuit_with_induction_attention(attention: float):
+    """Three heads at 80x whose attention to the induction target is ``attention``, at T = 256."""
+    recs = with_attention(_circuit_at(80.0), seq_len=256)
+    for h in (A, B, C):
+        recs[1].attention[h]["induction"] = attention
+    return recs
+
+
+def test_attention_floor_just_passing():
+    verdict = judge_formation(_circuit_with_induction_attention(0.00390625), FORMS)  # 1/256: at the floor
+    assert verdict.status is Status.HOLDS and verdict.details.negligible_heads == ()
+
+
+def test_attention_floor_just_failing():
+    verdict = judge_formation(_circuit_with_induction_attention(0.00375), FORMS)  # 0.96/256
+    assert verdict.status is Status.FAILS
+    assert {f.head for f in verdict.details.negligible_heads} == {A, B, C}
 
 
 # ---- previous_token (100): not a verdict's constant (head labels, figures); pinned all the same ------

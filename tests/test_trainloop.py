@@ -759,13 +759,15 @@ def test_the_figures_of_each_checkpoint_reach_the_trainers_log(tmp_path):
 
 def _planted(induction: dict[str, list[float]]):
     """A measure function whose records carry the given induction selectivities by revision (the other
-    classes as measured): heads L0_H0, L0_H1, L1_H0, L1_H1 of the tiny model."""
+    classes as measured): heads L0_H0, L0_H1, L1_H0, L1_H1 of the tiny model. The measured attention no
+    longer matches planted selectivities, so the records drop it (the attention floor does not apply)."""
     from headwatch.probes.measure import measure
 
     def planted(model, settings, **kwargs):
         record = measure(model, settings, **kwargs)
         for head, value in zip(sorted(record.all_head_selectivity), induction[kwargs["revision"]]):
             record.all_head_selectivity[head]["induction"] = value
+        record.attention = None
         return record
 
     return planted

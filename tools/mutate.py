@@ -56,7 +56,7 @@ TARGETS = ("claims/judge.py", "claims/trajectory.py", "claims/verdict.py", "head
 #: The fast tests a mutant must turn red (all of them, with the published panel: about a minute).
 FAST_TESTS = ("tests/test_judge_boundaries.py", "tests/test_verdict.py", "tests/test_stats.py",
               "tests/test_trajectory.py", "tests/test_tolerances.py", "tests/test_published_figures.py",
-              "claims", "tests/test_claim_tests_on_planted.py")
+              "claims", "tests/test_claim_tests_on_planted.py", "tests/test_negligible.py")
 PYTEST_ARGS = ("--panel", "published", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:html", "-p", "no:metadata",
                "-p", "no:xdist", "-p", "no:anyio", "-q", "-rfE", "--no-header")
 SPEC_FILE, SPEC_TESTS = "headwatch/spec.py", ("tests/test_tolerances.py",)

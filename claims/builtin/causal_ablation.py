@@ -6,18 +6,18 @@ from collections.abc import Sequence
 
 from headwatch.formatting import fmt_pct
 from headwatch.probes.record import MeasurementRecord
-from headwatch.probes.selectivity import induction_circuit
+from headwatch.probes.selectivity import circuit_of
 from headwatch.schema import to_data
 from headwatch.spec import SPEC, Expectations, Thresholds
 from headwatch.stats import MIN_BOOTSTRAP_SEQUENCES
 
 from headwatch.claims import synthetic as S
 from headwatch.claims import trajectory as T
-from headwatch.claims.claim import Claim, NegativeControl, Threshold
+from headwatch.claims.claim import FLOOR_SOURCE, FLOOR_THRESHOLD, Claim, NegativeControl, Threshold
 from headwatch.claims.registry import register_claim
 from headwatch.claims.synthetic import Ablations
 from headwatch.claims.verdict import CausalDetails, CopyableDetails, KeyFigure, Status, Verdict
-from headwatch.claims.judging import point as _point, rounded as _round, sig as _sig, with_interval as _with_interval, trajectory_claim as _trajectory_claim
+from headwatch.claims.judging import not_counted_text, point as _point, rounded as _round, sig as _sig, with_interval as _with_interval, trajectory_claim as _trajectory_claim
 
 #: The claim's name (panels' xfail keys, --claims, JSON).
 NAME = "causal"
@@ -37,10 +37,13 @@ def _no_ablation(records: Sequence[MeasurementRecord], spec: Thresholds) -> Verd
                        "(settings.ablation false at every revision: the panel's ablation = \"none\"): causal check not run",
                        CausalDetails(), key="not run")
     final = recs[-1]
-    if not induction_circuit(final.all_head_selectivity, spec.induction):
+    if not circuit_of(final, spec.induction, spec.attention_floor):
+        flagged = T.not_counted([final], "induction", spec.induction, spec.attention_floor)
         return Verdict(NAME, Status.NOT_APPLICABLE,
-                       f"no induction head at {final.revision}: nothing to ablate, causal check not applicable",
-                       CausalDetails(), key="not run")
+                       f"no induction head at {final.revision}: nothing to ablate, causal check not applicable"
+                       + (f"; {not_counted_text(flagged, spec.attention_floor, at_revision=False)}" if flagged else ""),
+                       CausalDetails(negligible_heads=flagged, attention_floor=T.attention_floor_note([final])),
+                       key="not run")
     return Verdict(NAME, Status.NOT_ESTABLISHED,
                    "not established: no revision carries an induction-circuit ablation (missing: the ablation; "
                    "measure the final revision with ablation on)", CausalDetails(missing=("induction-circuit ablation",)),
@@ -121,7 +124,8 @@ def judge_causal(records: Sequence[MeasurementRecord], expect: Expectations = Ex
                        f"the induction circuit ablated at {at} is empty: causal check not applicable",
                        CausalDetails(revision=rec.revision, measured_on=on), key="not run")
     note = rec.provenance.get("ablation_file", {}).get("relative_to", {}).get("matched_random")
-    final_circuit = T.layer_order(induction_circuit(rec.all_head_selectivity, spec.induction))
+    final_circuit = T.layer_order(circuit_of(rec, spec.induction, spec.attention_floor))
+    flagged = T.not_counted([rec], "induction", spec.induction, spec.attention_floor)
     share = v.share_of_baseline
     p_rnd, p_base = v.p_vs_random, v.p_vs_bar
     has_random = v.random_top1 is not None
@@ -143,6 +147,8 @@ def judge_causal(records: Sequence[MeasurementRecord], expect: Expectations = Ex
         message += "; top-1 counts unknown (the record states no number of examples): no exact test"
     if note:
         message += f"; NOTE matched-random is matched to {note}"
+    if flagged:
+        message += f"; {not_counted_text(flagged, spec.attention_floor, at_revision=False)}"
     missing = []
     if not has_random:
         missing.append("matched-random ablation")
@@ -215,6 +221,7 @@ def judge_causal(records: Sequence[MeasurementRecord], expect: Expectations = Ex
         alpha=alpha, top1_intervals=intervals,
         measured_on=on, decided_by=decided, missing=tuple(missing),
         paper_top1=None if paper is None else to_data(paper), copyable=copy_details, reading=reading,
+        negligible_heads=flagged, attention_floor=T.attention_floor_note([rec]),
     )
     key = f"{fmt_pct(share, '.1f')} of base" + (f", p={p_base:.2g}" if p_base is not None and share is not None else "")
     if v.random_top1 is not None and v.baseline_top1:
@@ -248,7 +255,8 @@ CLAIM = register_claim(Claim(
     judge=_judge,
     thresholds=(Threshold("circuit-ablated top-1 <= this share of baseline", "docs/SPEC.md §6", field="ablation_max_share"),
                 Threshold("the exact tests' alpha", "docs/statistics.md", field="causal_alpha"),
-                Threshold("induction head: induction selectivity >=", "docs/SPEC.md §2", field="induction")),
+                Threshold("induction head: induction selectivity >=", "docs/SPEC.md §2", field="induction"),
+                Threshold(FLOOR_THRESHOLD, FLOOR_SOURCE, field="attention_floor")),
     key_figure="circuit-ablated top-1 as a share of baseline, with the exact test's p-value",
     reads=("induction",), details=CausalDetails, needs=("ablation",), test_module="test_causal_ablation.py",
     negative_controls=(

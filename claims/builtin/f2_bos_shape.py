@@ -10,10 +10,10 @@ from headwatch.spec import SPEC, Expectations, Thresholds
 
 from headwatch.claims import synthetic as S
 from headwatch.claims import trajectory as T
-from headwatch.claims.claim import Claim, NegativeControl, Threshold
+from headwatch.claims.claim import FLOOR_SOURCE, FLOOR_THRESHOLD, Claim, NegativeControl, Threshold
 from headwatch.claims.registry import register_claim
 from headwatch.claims.verdict import F2Details, KeyFigure, Status, Verdict
-from headwatch.claims.judging import point as _point, rounded as _round, sig as _sig, with_interval as _with_interval, trajectory_claim as _trajectory_claim
+from headwatch.claims.judging import not_counted_text, point as _point, rounded as _round, sig as _sig, with_interval as _with_interval, trajectory_claim as _trajectory_claim
 
 #: The claim's name (panels' xfail keys, --claims, JSON).
 NAME = "F2"
@@ -24,8 +24,9 @@ def judge_f2(records: Sequence[MeasurementRecord], expect: Expectations = Expect
     """F2: the BOS-fraction shape matches the panel's expected shape (not applicable if none declared)."""
     step_share = spec.step_share
     recs = T.by_tokens(records)
-    shape = T.bos_shape(recs, step_share, spec.bos)
-    series = T.bos_fraction_series(recs, spec.bos)
+    shape = T.bos_shape(recs, step_share, spec.bos, spec.attention_floor)
+    series = T.bos_fraction_series(recs, spec.bos, spec.attention_floor)
+    flagged = T.not_counted(recs, "first-token", spec.bos, spec.attention_floor)
     pts = T.tokens_per_revision(recs)
     rise = None
     if shape.rise_at is not None:
@@ -42,6 +43,7 @@ def judge_f2(records: Sequence[MeasurementRecord], expect: Expectations = Expect
         largest_rise_points=_round(100 * shape.largest_rise, 2), total_rise_points=_round(100 * shape.total_rise, 2),
         share=_round(shape.share), step_share=step_share, largest_rise=rise,
         series_pct={p.revision: _round(100 * f, 2) for p, f in zip(pts, series)},
+        negligible_heads=flagged, attention_floor=T.attention_floor_note(recs),
     )
     margin = None
     if shape.share is not None and expect.bos_shape is not None:
@@ -50,7 +52,8 @@ def judge_f2(records: Sequence[MeasurementRecord], expect: Expectations = Expect
     figure = KeyFigure("largest adjacent rise / total rise of the BOS fraction", details.share, step_share,
                        method="no interval (the shape of a curve on the revision grid)")
     shape_txt = "flat" if shape.shape == "flat" else f"a {shape.shape}"
-    return Verdict(NAME, Status.of(holds), f"BOS fraction is {shape_txt}: {rise_txt}; {expected_txt}",
+    floor_txt = f"; {not_counted_text(flagged, spec.attention_floor)}" if flagged else ""
+    return Verdict(NAME, Status.of(holds), f"BOS fraction is {shape_txt}: {rise_txt}; {expected_txt}{floor_txt}",
                    details, key=key, margin=margin, figure=figure)
 
 
@@ -64,7 +67,8 @@ CLAIM = register_claim(Claim(
     question="Does the BOS-fraction curve over training have the shape the panel declares (ramp or step)?",
     judge=_judge,
     thresholds=(Threshold("step: largest adjacent rise / total rise >=", "docs/SPEC.md §5", field="step_share"),
-                Threshold("BOS head: first-token selectivity", "docs/SPEC.md §2", field="bos")),
+                Threshold("BOS head: first-token selectivity", "docs/SPEC.md §2", field="bos"),
+                Threshold(FLOOR_THRESHOLD, FLOOR_SOURCE, field="attention_floor")),
     key_figure="largest adjacent rise of the BOS fraction as a share of its total rise (bar: the step share)",
     reads=("bos", "step_share"), details=F2Details, test_module="test_f2_bos_shape.py",
     negative_controls=(

@@ -13,11 +13,11 @@ from headwatch.stats import REVISION_GRID, finite_or_none
 
 from headwatch.claims import synthetic as S
 from headwatch.claims import trajectory as T
-from headwatch.claims.claim import Claim, GridValue, NegativeControl, Quantity, Threshold
+from headwatch.claims.claim import FLOOR_SOURCE, FLOOR_THRESHOLD, Claim, GridValue, NegativeControl, Quantity, Threshold
 from headwatch.claims.registry import register_claim
 from headwatch.claims.synthetic import A, B, C
 from headwatch.claims.verdict import F3Details, F3Sensitivity, KeyFigure, Status, Verdict
-from headwatch.claims.judging import point as _point, rounded as _round, sig as _sig, with_interval as _with_interval, trajectory_claim as _trajectory_claim
+from headwatch.claims.judging import not_counted_text, point as _point, rounded as _round, sig as _sig, with_interval as _with_interval, trajectory_claim as _trajectory_claim
 
 #: The claim's name (panels' xfail keys, --claims, JSON).
 NAME = "F3"
@@ -50,11 +50,12 @@ def judge_f3(records: Sequence[MeasurementRecord], expect: Expectations = Expect
     min_ratio = expect.min_ratio if expect.f3_min_ratio is not None else spec.f3_min_ratio
     min_heads = spec.induction_min_heads
 
-    bos = T.t_bos50(records, spec.bos_level, spec.bos)  # the same at every head count
+    floor = spec.attention_floor
+    bos = T.t_bos50(records, spec.bos_level, spec.bos, floor)  # the same at every head count
 
     def separation(k: int) -> T.SeparationResult:
         return T.induction_bos_separation(records, min_heads=k, induction_threshold=spec.induction,
-                                          bos_level=spec.bos_level, bos_threshold=spec.bos, bos=bos)
+                                          bos_level=spec.bos_level, bos_threshold=spec.bos, bos=bos, floor=floor)
 
     sep = separation(min_heads)
     sensitivity = {}
@@ -73,6 +74,9 @@ def judge_f3(records: Sequence[MeasurementRecord], expect: Expectations = Expect
             " and ".join(f"{c} right-censored" for c in sep.censored) or "t_induction at 0 tokens") + ")"
     where = (f"{_milestone_txt('t_induction', sep.induction)} (>= {min_heads} heads at induction >= {spec.induction:g}); "
              f"{_milestone_txt('t_bos50', sep.bos)} (BOS fraction >= {spec.bos_level:g}); so the ratio is in {interval_txt}")
+    recs = T.by_tokens(records)
+    flagged = (T.not_counted(recs, "induction", spec.induction, floor)
+               + T.not_counted(recs, "first-token", spec.bos, floor))
     established = None
     if not expect.dclm:
         status, verdict = Status.NOT_APPLICABLE, "not a DCLM model: F3 does not apply"
@@ -91,11 +95,13 @@ def judge_f3(records: Sequence[MeasurementRecord], expect: Expectations = Expect
                         t_induction=_point(sep.induction.point), t_bos50=_point(sep.bos.point),
                         milestone_heads=min_heads, sensitivity_milestone_heads=sensitivity,
                         t_induction_before=_point(sep.induction.before), t_bos50_before=_point(sep.bos.before),
-                        ratio_interval=interval, established=established, censored=sep.censored)
+                        ratio_interval=interval, established=established, censored=sep.censored,
+                        negligible_heads=flagged, attention_floor=T.attention_floor_note(recs))
     ratio = (f"{details.ratio:.3g}x " if details.ratio is not None else "censored ") + interval_txt
     method = REVISION_GRID + "".join(f"; {c} right-censored after the last revision" for c in sep.censored)
     figure = KeyFigure("t_bos50 / t_induction (tokens)", details.ratio, min_ratio, interval, method, ends=OPEN)
-    return Verdict(NAME, status, f"{ratio_txt}; {where}; {verdict}", details,
+    floor_txt = f"; {not_counted_text(flagged, floor)}" if flagged else ""
+    return Verdict(NAME, status, f"{ratio_txt}; {where}; {verdict}{floor_txt}", details,
                    key=ratio if expect.dclm else f"{ratio} (not DCLM)",
                    margin=None if sep.ratio is None else _round(sep.ratio - min_ratio), figure=figure)
 
@@ -110,7 +116,8 @@ def ratio_value(records: Sequence[MeasurementRecord], total_tokens: float | None
     t_bos50 is not reached; undefined without t_induction (or at 0 tokens)."""
     recs = T.by_tokens(records)
     final_tokens = float(recs[-1].tokens_seen)  # type: ignore[arg-type]
-    sep = T.induction_bos_separation(recs, spec.induction_min_heads, spec.induction, spec.bos_level, spec.bos)
+    sep = T.induction_bos_separation(recs, spec.induction_min_heads, spec.induction, spec.bos_level, spec.bos,
+                                     floor=spec.attention_floor)
     if sep.induction.point is None:
         return GridValue(None, undefined="t_induction never reached")
     if sep.bos.point is None:
@@ -137,7 +144,8 @@ CLAIM = register_claim(Claim(
     judge=_judge,
     thresholds=(Threshold("t_bos50 / t_induction >=", "docs/SPEC.md §6", field="f3_min_ratio"),
                 Threshold("t_induction: induction heads at least", "docs/SPEC.md §5", field="induction_min_heads"),
-                Threshold("t_bos50: BOS fraction >=", "docs/SPEC.md §5", field="bos_level")),
+                Threshold("t_bos50: BOS fraction >=", "docs/SPEC.md §5", field="bos_level"),
+                Threshold(FLOOR_THRESHOLD, FLOOR_SOURCE, field="attention_floor")),
     key_figure="t_bos50 / t_induction in tokens, with the open interval the revision grid allows",
     reads=("bos", "induction"), details=F3Details, placed_on=RATIO, test_module="test_f3_induction_before_bos.py",
     negative_controls=(

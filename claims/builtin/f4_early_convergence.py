@@ -13,11 +13,11 @@ from headwatch.stats import REVISION_GRID
 
 from headwatch.claims import synthetic as S
 from headwatch.claims import trajectory as T
-from headwatch.claims.claim import Claim, GridValue, NegativeControl, Quantity, Threshold
+from headwatch.claims.claim import FLOOR_SOURCE, FLOOR_THRESHOLD, Claim, GridValue, NegativeControl, Quantity, Threshold
 from headwatch.claims.registry import register_claim
 from headwatch.claims.synthetic import A, B, C, D
 from headwatch.claims.verdict import F4Computed, F4Details, F4PaperTable, KeyFigure, RecallAt, Status, Verdict
-from headwatch.claims.judging import point as _point, rounded as _round, sig as _sig, with_interval as _with_interval, trajectory_claim as _trajectory_claim
+from headwatch.claims.judging import not_counted_text, point as _point, rounded as _round, sig as _sig, with_interval as _with_interval, trajectory_claim as _trajectory_claim
 
 #: The two readings of F4's recall (docs/statistics.md): their names in details and messages.
 UNIFORM_READING, INTERMEDIATE_READING = "uniform 50x", "intermediate 30x"
@@ -53,9 +53,12 @@ def judge_f4(records: Sequence[MeasurementRecord], expect: Expectations = Expect
     """
     level = spec.recall_level
     max_fraction = expect.max_fraction if expect.f4_max_fraction is not None else spec.f4_max_fraction
-    conv = T.first_recall_at_least(records, level, spec.induction, total_tokens=total_tokens)
+    floor = spec.attention_floor
+    conv = T.first_recall_at_least(records, level, spec.induction, total_tokens=total_tokens, floor=floor)
     conv_mid = T.first_recall_at_least(records, level, spec.induction, total_tokens=total_tokens,
-                                       intermediate_threshold=spec.label)
+                                       intermediate_threshold=spec.label, floor=floor)
+    recs = T.by_tokens(records)
+    flagged = T.not_counted(recs, "induction", spec.induction, floor)
     series = {p.point.revision: RecallAt(p.point.tokens, _round(p.recall), tuple(p.found)) for p in conv.series}
     computed, intermediate = _f4_computed(conv, spec.induction), _f4_computed(conv_mid, spec.label)
     paper_tokens = expect.paper_f4_tokens
@@ -91,6 +94,8 @@ def judge_f4(records: Sequence[MeasurementRecord], expect: Expectations = Expect
         assert intermediate is not None  # the same final circuit: found at the final revision at the latest
         message += (f"; intermediate-{spec.label:g}x reading: {intermediate.revision} "
                     f"({fmt_pct(intermediate.fraction_of_total, '.2f')})")
+    if flagged:
+        message += f"; {not_counted_text(flagged, floor)}"
     if paper is not None:
         message += (f"; paper table: {fmt_tokens(paper_tokens)} ({fmt_pct(paper.fraction_of_total, '.2f')}), "
                     + (f"recall there {paper.recall_there:.3g}" if paper.recall_there is not None
@@ -113,6 +118,7 @@ def judge_f4(records: Sequence[MeasurementRecord], expect: Expectations = Expect
         final_circuit=tuple(conv.final_circuit), total_tokens=conv.total_tokens, level=level,
         max_fraction=max_fraction, recall_series=series, intermediate=intermediate,
         intermediate_holds=None if conv_mid.point is None else conv_mid.fraction_of_total <= max_fraction,
+        negligible_heads=flagged, attention_floor=T.attention_floor_note(recs),
     )
     figure = KeyFigure("fraction of training tokens at the recall point", computed.fraction_of_total if computed else None,
                        max_fraction, computed.fraction_interval if computed else None,
@@ -128,7 +134,8 @@ def _judge(records: Sequence[MeasurementRecord], expect: Expectations, spec: Thr
 def recall_point_value(records: Sequence[MeasurementRecord], total_tokens: float | None,
                        spec: Thresholds) -> GridValue:
     """One member's F4 recall point as a share of training, with the grid's bracket."""
-    conv = T.first_recall_at_least(T.by_tokens(records), spec.recall_level, spec.induction, total_tokens=total_tokens)
+    conv = T.first_recall_at_least(T.by_tokens(records), spec.recall_level, spec.induction, total_tokens=total_tokens,
+                                   floor=spec.attention_floor)
     if conv.point is None:
         return GridValue(None, undefined="no induction head at the final revision")
     return GridValue(conv.fraction_of_total, conv.fraction_bounds)
@@ -146,7 +153,8 @@ CLAIM = register_claim(Claim(
     judge=_judge,
     thresholds=(Threshold("recall of the final circuit >=", "docs/SPEC.md §5", field="recall_level"),
                 Threshold("within this share of training", "docs/SPEC.md §6", field="f4_max_fraction"),
-                Threshold("induction head: induction selectivity >=", "docs/SPEC.md §2", field="induction")),
+                Threshold("induction head: induction selectivity >=", "docs/SPEC.md §2", field="induction"),
+                Threshold(FLOOR_THRESHOLD, FLOOR_SOURCE, field="attention_floor")),
     key_figure="fraction of training tokens at the recall point, with the revision grid's bracket",
     reads=("induction", "recall_level"), details=F4Details, placed_on=RECALL_POINT,
     test_module="test_f4_early_convergence.py",

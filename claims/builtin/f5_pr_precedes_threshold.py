@@ -12,11 +12,11 @@ from headwatch.stats import NESTED_DRAW
 
 from headwatch.claims import synthetic as S
 from headwatch.claims import trajectory as T
-from headwatch.claims.claim import Claim, NegativeControl, Threshold
+from headwatch.claims.claim import FLOOR_SOURCE, FLOOR_THRESHOLD, Claim, NegativeControl, Threshold
 from headwatch.claims.registry import register_claim
 from headwatch.claims.synthetic import A, C, PR_HIGH, PR_LOW
 from headwatch.claims.verdict import F5Details, F5Head, F5Sensitivity, KeyFigure, Status, Verdict
-from headwatch.claims.judging import point as _point, rounded as _round, sig as _sig, with_interval as _with_interval, trajectory_claim as _trajectory_claim
+from headwatch.claims.judging import not_counted_text, point as _point, rounded as _round, sig as _sig, with_interval as _with_interval, trajectory_claim as _trajectory_claim
 
 #: The claim's name (panels' xfail keys, --claims, JSON).
 NAME = "F5"
@@ -48,17 +48,23 @@ def judge_f5(records: Sequence[MeasurementRecord], spec: Thresholds = SPEC) -> V
         return Verdict(NAME, Status.NOT_ESTABLISHED,
                        f"not established: no per-head PR (or d_head) at {', '.join(missing)}: F5 needs PR at every revision",
                        F5Details(fraction=fraction, null_alpha=alpha), key="no PR")
-    res = T.pr_lead(recs, fraction, spec.induction)
+    floor = spec.attention_floor
+    res = T.pr_lead(recs, fraction, spec.induction, floor)
+    flagged = T.not_counted(recs, "induction", spec.induction, floor)
+    floor_note = T.attention_floor_note(recs)
+    floor_txt = f"; {not_counted_text(flagged, floor)}" if flagged else ""
     sensitivity = {}
     for f in spec.f5_sensitivity_fractions:
-        r = T.pr_lead(recs, f, spec.induction)
+        r = T.pr_lead(recs, f, spec.induction, floor)
         sensitivity[f"{f:g}"] = F5Sensitivity(r.holds, tuple(r.failing), len(r.heads) - len(r.failing), len(r.heads))
     d_head = recs[-1].d_head
     bar = 1 + fraction * (d_head - 1)
     if not res.heads:
         return Verdict(NAME, Status.NOT_APPLICABLE,
-                       f"the final revision has no induction head (>= {spec.induction:g}x): F5 has no heads to judge",
-                       F5Details(fraction=fraction, sensitivity=sensitivity, d_head=d_head, pr_bar=bar, null_alpha=alpha),
+                       f"the final revision has no induction head (>= {spec.induction:g}x): F5 has no heads to judge"
+                       + floor_txt,
+                       F5Details(fraction=fraction, sensitivity=sensitivity, d_head=d_head, pr_bar=bar, null_alpha=alpha,
+                                 negligible_heads=flagged, attention_floor=floor_note),
                        key="no heads")
     nulls = {n.head: n for n in T.head_nulls(recs, res.heads, fraction, spec.f5_rise_fraction)}
     null = T.f5_null(recs, res.heads, fraction, spec.f5_rise_fraction)
@@ -96,6 +102,7 @@ def judge_f5(records: Sequence[MeasurementRecord], spec: Thresholds = SPEC) -> V
     if rise_holds is not None:  # some head crosses after the first revision: its rise null exists too
         message += (f"; rise rule (PR >= {1 + spec.f5_rise_fraction:g}x its first value by the crossing): "
                     f"{sum(rise_values)}/{len(rise_values)} heads, null p = {null.rise:.3g}")
+    message += floor_txt
     gaps = [l.crossed.index - l.elevated.index for l in res.heads if l.elevated]  # type: ignore[union-attr]
     margin = None if len(gaps) < k else float(min(gaps))  # a head never elevated: no margin
     details = F5Details(fraction=fraction, heads=tuple(_head(l, nulls[l.head]) for l in res.heads),
@@ -104,7 +111,8 @@ def judge_f5(records: Sequence[MeasurementRecord], spec: Thresholds = SPEC) -> V
                         informative=informative, before=before, at=at, n_heads_all=null.n_heads,
                         rise_fraction=spec.f5_rise_fraction, rise_holds=rise_holds,
                         rise_null_p=None if null.rise is None else _sig(null.rise),
-                        null_p_layer=_sig(null.layer_matched), null_p_decisive=_sig(decisive))
+                        null_p_layer=_sig(null.layer_matched), null_p_decisive=_sig(decisive),
+                        negligible_heads=flagged, attention_floor=floor_note)
     key = (f"{k - len(res.failing)} of {k} heads ({len(before)} before, {len(at)} at); null p {null.at_or_before:.2g}, "
            f"by layer {null.layer_matched:.2g}")
     figure = KeyFigure("fewest revisions by which PR elevation precedes the crossing", margin, 0.0,
@@ -126,7 +134,8 @@ CLAIM = register_claim(Claim(
     judge=_judge,
     thresholds=(Threshold("PR elevated: PR - 1 >= this x (d_head - 1)", "docs/SPEC.md §3", field="pr_elevation_fraction"),
                 Threshold("induction head: induction selectivity >=", "docs/SPEC.md §2", field="induction"),
-                Threshold("the null's alpha", "docs/statistics.md", field="f5_null_alpha")),
+                Threshold("the null's alpha", "docs/statistics.md", field="f5_null_alpha"),
+                Threshold(FLOOR_THRESHOLD, FLOOR_SOURCE, field="attention_floor")),
     key_figure="fewest revisions by which PR elevation precedes a final head's crossing; the null's p-value",
     reads=("induction",), details=F5Details, test_module="test_f5_pr_precedes_threshold.py",
     negative_controls=(

@@ -7,18 +7,18 @@ from collections.abc import Sequence
 
 from headwatch.formatting import fmt_interval, fmt_tokens
 from headwatch.probes.record import MeasurementRecord, TRAINING_PROVENANCE
-from headwatch.probes.selectivity import bos_heads, induction_circuit
+from headwatch.probes.selectivity import bos_heads_of, circuit_of
 from headwatch.schema import to_data
 from headwatch.spec import SPEC, Expectations, Thresholds
 from headwatch.stats import clopper_pearson
 
 from headwatch.claims import synthetic as S
 from headwatch.claims import trajectory as T
-from headwatch.claims.claim import Claim, NegativeControl, Threshold
+from headwatch.claims.claim import FLOOR_SOURCE, FLOOR_THRESHOLD, Claim, NegativeControl, Threshold
 from headwatch.claims.registry import register_claim
-from headwatch.claims.synthetic import A, B, C, Ablations
+from headwatch.claims.synthetic import A, B, C, D, Ablations
 from headwatch.claims.verdict import FormationDetails, KeyFigure, Status, Verdict
-from headwatch.claims.judging import point as _point, rounded as _round, sig as _sig, with_interval as _with_interval, trajectory_claim as _trajectory_claim
+from headwatch.claims.judging import not_counted_text, point as _point, rounded as _round, sig as _sig, with_interval as _with_interval, trajectory_claim as _trajectory_claim
 
 #: The claim's name (panels' xfail keys, --claims, JSON).
 NAME = "formation"
@@ -36,23 +36,30 @@ def judge_formation(records: Sequence[MeasurementRecord], expect: Expectations =
     declared = expect.formation
     recs = T.by_tokens(records)
     final, first = recs[-1], recs[0]
-    heads = T.layer_order(induction_circuit(final.all_head_selectivity, spec.induction))
+    floor = spec.attention_floor
+    heads = T.layer_order(circuit_of(final, spec.induction, floor))
     sel = {h: _round(final.all_head_selectivity[h]["induction"], 2) for h in heads}
     sel_iv = {h: (_round(b[0], 2), _round(b[1], 2)) for h in heads if (b := final.selectivity_interval(h, "induction"))}
-    best = max(final.all_head_selectivity, key=lambda h: final.all_head_selectivity[h]["induction"])
+    negligible_final = final.negligible_heads("induction", floor)
+    counted = [h for h in final.all_head_selectivity if h not in negligible_final] or list(final.all_head_selectivity)
+    best = max(counted, key=lambda h: final.all_head_selectivity[h]["induction"])
     best_sel = _round(final.all_head_selectivity[best]["induction"], 2)
-    n_first = len(induction_circuit(first.all_head_selectivity, spec.induction))
-    t_ind = T.t_induction(recs, spec.induction_min_heads, spec.induction)
+    n_first = len(circuit_of(first, spec.induction, floor))
+    t_ind = T.t_induction(recs, spec.induction_min_heads, spec.induction, floor)
     top1 = final.task.top1 if final.task else None
     top1_iv = final.intervals.task_top1 if final.intervals else None
     if top1_iv is None and final.task is not None and final.task.n and final.task.top1_count is not None:
         top1_iv = clopper_pearson(final.task.top1_count, final.task.n, spec.interval_level)
     training = final.provenance.get(TRAINING_PROVENANCE)
     total = float(total_tokens if total_tokens is not None else final.tokens_seen)  # type: ignore[arg-type]
-    bos_final = T.layer_order(bos_heads(final.all_head_selectivity, spec.bos))
-    with_bos = [i for i, r in enumerate(recs) if bos_heads(r.all_head_selectivity, spec.bos)]
+    bos_final = T.layer_order(bos_heads_of(final, spec.bos, floor))
+    with_bos = [i for i, r in enumerate(recs) if bos_heads_of(r, spec.bos, floor)]
     first_bos = recs[with_bos[0]] if with_bos else None
-    bos_gaps = [r.revision for r in recs[with_bos[0]:] if not bos_heads(r.all_head_selectivity, spec.bos)] if with_bos else []
+    bos_gaps = [r.revision for r in recs[with_bos[0]:] if not bos_heads_of(r, spec.bos, floor)] if with_bos else []
+    declares_bos = declared is not None and (declared.min_bos_heads_final is not None or declared.bos_after_induction
+                                             or declared.bos_persists)
+    flagged = T.not_counted(recs, "induction", spec.induction, floor) + (
+        T.not_counted(recs, "first-token", spec.bos, floor) if declares_bos else ())
     unmet: list[str] = []
     if declared is not None:
         if declared.min_bos_heads_final is not None and len(bos_final) < declared.min_bos_heads_final:
@@ -92,17 +99,17 @@ def judge_formation(records: Sequence[MeasurementRecord], expect: Expectations =
     t_txt = ("never" if t_ind.point is None else
              f"{t_ind.revision} (in ({fmt_tokens(t_ind.bracket[0])}, {fmt_tokens(t_ind.bracket[1])}] tokens)")
     bos_txt = ""
-    if declared is not None and (declared.min_bos_heads_final is not None or declared.bos_after_induction
-                                 or declared.bos_persists):
+    if declares_bos:
         sel_bos = ", ".join(f"{h} {final.all_head_selectivity[h]['first-token']:.3g}x" for h in bos_final) or "none"
         bos_txt = (f"; {len(bos_final)} BOS heads >= {spec.bos:g}x at {final.revision}: {sel_bos}; first BOS head at "
-                   + (f"{first_bos.revision} ({', '.join(T.layer_order(bos_heads(first_bos.all_head_selectivity, spec.bos)))})"
+                   + (f"{first_bos.revision} ({', '.join(T.layer_order(bos_heads_of(first_bos, spec.bos, floor)))})"
                       if first_bos else "no revision"))
     measured = (f"{len(heads)} heads >= {spec.induction:g}x at {final.revision}"
                 + (f" (95% interval {fmt_interval(n_iv, 'g')})" if n_iv else "")
                 + f": {heads_txt}; {n_first} at {first.revision}; t_induction {t_txt}; top-1 "
                 + ("unknown" if top1 is None else f"{top1:.3g} {fmt_interval(top1_iv)}".rstrip())
                 + bos_txt
+                + (f"; {not_counted_text(flagged, floor)}" if flagged else "")
                 + f"; numeric path: {to_data(training) if training else 'not recorded (provenance.training)'}")
     if declared is None:
         status, message = Status.NOT_APPLICABLE, f"no formation declared in the panel; measured: {measured}"
@@ -116,7 +123,7 @@ def judge_formation(records: Sequence[MeasurementRecord], expect: Expectations =
         n_heads_final_interval=n_iv, best_head_final=best, best_selectivity_final=best_sel,
         n_heads_first=n_first, t_induction=_point(t_ind.point), t_induction_before=_point(t_ind.before),
         final_top1=_round(top1, 5), final_top1_interval=None if top1_iv is None else (_round(top1_iv[0], 5), _round(top1_iv[1], 5)),
-        training=training, unmet=tuple(unmet),
+        training=training, unmet=tuple(unmet), negligible_heads=flagged, attention_floor=T.attention_floor_note(recs),
     )
     want = declared.min_induction_heads_final if declared is not None else None
     figure = KeyFigure(f"heads >= {spec.induction:g}x at the final revision", float(len(heads)),
@@ -138,7 +145,8 @@ CLAIM = register_claim(Claim(
     question="Did the model form its induction circuit as its panel declares ([models.expect.formation])?",
     judge=_judge, gate=True, applies=lambda expect: expect.formation is not None,
     thresholds=(Threshold("induction head: induction selectivity >=", "docs/SPEC.md §2", field="induction"),
-                Threshold("BOS head: first-token selectivity >=", "docs/SPEC.md §2", field="bos")),
+                Threshold("BOS head: first-token selectivity >=", "docs/SPEC.md §2", field="bos"),
+                Threshold(FLOOR_THRESHOLD, FLOOR_SOURCE, field="attention_floor")),
     key_figure="heads >= the induction threshold at the final revision (bar: the panel's declared minimum)",
     reads=("bos", "induction"), details=FormationDetails, test_module="test_formation.py",
     negative_controls=(
@@ -150,6 +158,12 @@ CLAIM = register_claim(Claim(
                         lambda: S.healthy(induction_sets=((A, B, C),) * 7), S.FORMATION_EXPECT),
         NegativeControl("copies_badly", "final top-1 below the declared floor",
                         lambda: S.healthy(ablations=Ablations(baseline=0.01, circuit=0.001, random=0.009)),
+                        S.FORMATION_EXPECT),
+        NegativeControl("forms_only_on_noise",
+                        "the final circuit's heads are over 50x with 1e-5 attention on the induction target: below "
+                        "the attention floor, so no head is counted",
+                        lambda: S.with_attention(S.healthy(), baseline={
+                            i: {h: 1e-5 / S.STRONG for h in (A, B, C, D)} for i in range(7)}),
                         S.FORMATION_EXPECT),
     ),
 ))

@@ -17,7 +17,7 @@ from __future__ import annotations
 from headwatch.claims import Claim, GridValue, KeyFigure, NegativeControl, Quantity, Status, Threshold, Verdict, register_claim
 from headwatch.claims import trajectory as T
 from headwatch.claims.synthetic import HEALTHY_EXPECT, healthy
-from headwatch.probes.selectivity import previous_token_circuit
+from headwatch.probes.selectivity import previous_token_circuit_of
 
 NAME = "prev_token_first"
 #: Previous-token heads that make the milestone (one: the circuit needs a single one to feed it).
@@ -25,9 +25,10 @@ MIN_HEADS = 1
 
 
 def t_prev(records, spec) -> T.Milestone:
-    """The first revision with >= MIN_HEADS previous-token heads, on the revision grid."""
+    """The first revision with >= MIN_HEADS previous-token heads (heads whose previous-token attention is
+    below SPEC's attention floor not counted), on the revision grid."""
     recs = T.by_tokens(records)
-    meets = [len(previous_token_circuit(r.all_head_selectivity, spec.previous_token)) >= MIN_HEADS for r in recs]
+    meets = [len(previous_token_circuit_of(r, spec.previous_token, spec.attention_floor)) >= MIN_HEADS for r in recs]
     return T.first_meeting(f">= {MIN_HEADS} previous-token head(s) at >= {spec.previous_token:g}",
                            T.tokens_per_revision(recs), meets)
 
@@ -35,7 +36,7 @@ def t_prev(records, spec) -> T.Milestone:
 def judge(records, expect, spec, *, total_tokens=None) -> Verdict:
     recs = T.by_tokens(records)
     prev = t_prev(recs, spec)
-    ind = T.t_induction(recs, spec.induction_min_heads, spec.induction)
+    ind = T.t_induction(recs, spec.induction_min_heads, spec.induction, spec.attention_floor)
     where = (f"t_prev {prev.revision or 'never'} ({MIN_HEADS} previous-token head >= {spec.previous_token:g}x), "
              f"t_induction {ind.revision or 'never'} (>= {spec.induction_min_heads} heads >= {spec.induction:g}x)")
     gap = None if prev.point is None or ind.point is None else ind.point.index - prev.point.index
