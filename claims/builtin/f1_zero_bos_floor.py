@@ -100,6 +100,10 @@ def _f1_figure(records: Sequence[MeasurementRecord], layers: Sequence[int], thre
     interval = rec.selectivity_interval(top, "first-token")
     method = (rec.no_interval_reason() if interval is None
               else rec.intervals.methods.get("selectivity", ""))  # type: ignore[union-attr]
+    unfloored = _early_peak(records, layers, 0.0)
+    if unfloored is not None and unfloored[1] > value:  # a higher head under the bar, left out by the floor alone
+        method += (f"; over every head {_round(unfloored[1], 3)}x ({unfloored[0]} at {unfloored[2].revision}), "
+                   "whose attention to position 0 is below the floor")
     return (KeyFigure(quantity, _round(value, 3), threshold,
                       None if interval is None else (_round(interval[0], 3), _round(interval[1], 3)), method + left_out),
             top, rec)
