@@ -323,32 +323,30 @@ class MeasurementRecord:
         return record
 
     def check_heads(self, where: str = "record") -> None:
-        """Every head of ``n_layers`` x ``n_heads`` has the six selectivities; PR names no other head."""
+        """Every head of ``n_layers`` x ``n_heads`` has the six selectivities (and, where the record
+        carries attention, the six classes' and the baseline's attention); PR names no other head."""
         heads = set(self.heads())
-        table = set(self.all_head_selectivity)
-        if table != heads:
-            extra, missing = sorted(table - heads), sorted(heads - table)
-            raise RecordError(
-                f"{where}: all_head_selectivity does not match {self.n_layers} layers x {self.n_heads} heads"
-                + (f"; missing {', '.join(missing[:5])}" + (" ..." if len(missing) > 5 else "") if missing else "")
-                + (f"; not in the model: {', '.join(extra[:5])}" if extra else ""))
-        for head, classes in self.all_head_selectivity.items():
-            if set(classes) != set(HEAD_CLASSES):
-                raise RecordError(f"{where}: all_head_selectivity[{head!r}] has classes {sorted(classes)}; "
-                                  f"expected the six of the screen: {', '.join(HEAD_CLASSES)}")
+        self._check_table("all_head_selectivity", self.all_head_selectivity, heads, HEAD_CLASSES,
+                          "the six of the screen", where)
         if self.pr is not None and not set(self.pr) <= heads:
             raise RecordError(f"{where}: pr names heads not in the model: {', '.join(sorted(set(self.pr) - heads)[:5])}")
         if self.attention is not None:
-            if set(self.attention) != heads:
-                extra, missing = sorted(set(self.attention) - heads), sorted(heads - set(self.attention))
-                raise RecordError(
-                    f"{where}: attention does not match {self.n_layers} layers x {self.n_heads} heads"
-                    + (f"; missing {', '.join(missing[:5])}" + (" ..." if len(missing) > 5 else "") if missing else "")
-                    + (f"; not in the model: {', '.join(extra[:5])}" if extra else ""))
-            for head, classes in self.attention.items():
-                if set(classes) != set(ATTENTION_KEYS):
-                    raise RecordError(f"{where}: attention[{head!r}] has keys {sorted(classes)}; expected the six "
-                                      f"classes of the screen and the baseline: {', '.join(ATTENTION_KEYS)}")
+            self._check_table("attention", self.attention, heads, ATTENTION_KEYS,
+                              "the six classes of the screen and the baseline", where)
+
+    def _check_table(self, name: str, table: dict[str, dict[str, float]], heads: set[str], keys: tuple[str, ...],
+                     expected: str, where: str) -> None:
+        """RecordError where ``table`` (head -> key -> value) does not hold exactly ``heads``, each with ``keys``."""
+        if set(table) != heads:
+            extra, missing = sorted(set(table) - heads), sorted(heads - set(table))
+            raise RecordError(
+                f"{where}: {name} does not match {self.n_layers} layers x {self.n_heads} heads"
+                + (f"; missing {', '.join(missing[:5])}" + (" ..." if len(missing) > 5 else "") if missing else "")
+                + (f"; not in the model: {', '.join(extra[:5])}" if extra else ""))
+        for head, classes in table.items():
+            if set(classes) != set(keys):
+                raise RecordError(f"{where}: {name}[{head!r}] has {'classes' if name == 'all_head_selectivity' else 'keys'} "
+                                  f"{sorted(classes)}; expected {expected}: {', '.join(keys)}")
 
     def to_json(self, path: str | os.PathLike) -> None:
         """Write atomically: a reader never sees a half-written record."""
