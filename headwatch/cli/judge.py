@@ -222,7 +222,7 @@ def run(args: argparse.Namespace) -> int:
     not_downloaded = False
     members: dict[str, Any] = {}  # population members: model id -> claims/population.py Member
     # One model at a time per process: read, judge, keep its verdicts (and a member's quantities), drop
-    # its records; a population of 7,854 full-size records is never held at once (issue 33). --jobs
+    # its records; a population of 7,854 full-size records is never held at once. --jobs
     # spreads the models over processes; their results come back here in the panel's order.
     models = list(picked.models)
     here, there = Judging.of(args, picked.provider, claims)

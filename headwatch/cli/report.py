@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
         print(terminal_text(f"headwatch report: {e}", newlines=True), file=sys.stderr)
         return 1
 
-    # one model at a time per process: read, judge, draw, drop its records (issue 33); --jobs spreads
+    # one model at a time per process: read, judge, draw, drop its records; --jobs spreads
     # the models over processes, their reports come back here in the panel's order
     draw_members = draws_member_figures(models)
     reports, errors = [], []
