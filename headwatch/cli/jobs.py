@@ -25,6 +25,7 @@ import contextlib
 import io
 import logging
 import multiprocessing
+import multiprocessing.connection
 import os
 import pickle
 import signal
@@ -369,12 +370,15 @@ class InOrder:
             pool.shutdown(wait=True)
             return
         processes = self.processes or list((getattr(pool, "_processes", None) or {}).values())
-        pool.shutdown(wait=False, cancel_futures=True)
         for p in processes:
-            if p.is_alive():
-                p.terminate()
-        for p in processes:
-            p.join(STOP_GRACE)
-            if p.is_alive():
-                p.kill()
-                p.join()
+            p.terminate()
+        # Waited for by their sentinels, never joined here: the pool's own thread reaps them (joined
+        # by the shutdown below), and a second thread's waitpid on a child would lose its exit status.
+        deadline = time.monotonic() + STOP_GRACE
+        left = list(processes)
+        while left and time.monotonic() < deadline:
+            ended = set(multiprocessing.connection.wait([p.sentinel for p in left], deadline - time.monotonic()))
+            left = [p for p in left if p.sentinel not in ended]
+        for p in left:
+            p.kill()
+        pool.shutdown(wait=True, cancel_futures=True)
