@@ -17,7 +17,14 @@ the lines of warnings it printed, the report's size, and the load average before
 machine may be shared: CPU seconds are the number to compare). ``--json`` writes the numbers; the
 exit status is 1 when a command failed.
 
+With ``--jobs N``, judge and report each run twice, with ``--jobs 1`` and ``--jobs N``, writing to
+the same paths in turn (each run's output is moved aside after it), and the two runs' outputs are
+compared byte for byte: stdout, the verdicts JSON, every file of the report (figures included), and
+stderr without its progress lines (their estimates are the clock's); it prints each run's wall and
+CPU seconds, the wall-time speed-up and whether the outputs are identical (exit 1 if not).
+
     python benchmarks/population_scale.py                       # build (~2 min once), judge, report
+    python benchmarks/population_scale.py --jobs 2              # --jobs 1 against --jobs 2: speed-up, identical?
     python benchmarks/population_scale.py --pytest --json scale.json
     python benchmarks/population_scale.py --seeds 3 --revisions 40   # smaller: check linearity
     python benchmarks/population_scale.py --sizes 160m --seeds 2 --revisions 2 --work DIR   # seconds: a check
@@ -25,9 +32,12 @@ exit status is 1 when a command failed.
 from __future__ import annotations
 
 import argparse
+import filecmp
 import json
 import os
+import re
 import resource
+import shutil
 import subprocess
 import sys
 import threading
@@ -128,12 +138,13 @@ def _tree_rss(root: int) -> int:
     return total
 
 
-def measure(argv: list[str], env: dict[str, str], log: Path) -> dict:
-    """Run ``argv``; its wall and CPU seconds, peak memory, and how many lines of warnings it printed."""
+def measure(argv: list[str], env: dict[str, str], log: Path, err_log: Path | None = None) -> dict:
+    """Run ``argv``; its wall and CPU seconds, peak memory, and how many lines of warnings it printed
+    (stdout and stderr into ``log``, or stderr into ``err_log`` where given)."""
     load = os.getloadavg()
     t0 = time.perf_counter()
-    with open(log, "w") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+    with open(log, "w") as out, open(err_log or os.devnull, "w") as err:
+        proc = subprocess.Popen(argv, stdout=out, stderr=err if err_log else subprocess.STDOUT, env=env, cwd=ROOT)
         peak = [0]
 
         def sample() -> None:
@@ -147,12 +158,76 @@ def measure(argv: list[str], env: dict[str, str], log: Path) -> dict:
         proc.returncode = os.waitstatus_to_exitcode(status)
         sampler.join()
     wall = time.perf_counter() - t0
-    text = log.read_text(errors="replace")
+    text = log.read_text(errors="replace") + (err_log.read_text(errors="replace") if err_log else "")
     return {"argv": argv[1:4], "exit": proc.returncode, "wall_s": round(wall, 1),
             "cpu_s": round(usage.ru_utime + usage.ru_stime, 1), "peak_rss_mib_largest_process": round(usage.ru_maxrss / 1024),
             "peak_rss_mib_tree": round(peak[0] / 2**20), "output_lines": text.count("\n"),
             "warning_lines": sum("not resolvable" in line for line in text.splitlines()),
             "load_before": [round(x, 2) for x in load], "load_after": [round(x, 2) for x in os.getloadavg()]}
+
+
+#: A progress line (headwatch/cli/jobs.py): its estimate is the clock's, so it is left out of the comparison.
+PROGRESS_LINE = re.compile(r"^(judged|reported) \d+ of \d+ models, about .* left$")
+
+
+def _without_progress(path: Path) -> list[str]:
+    return [line for line in path.read_text(errors="replace").splitlines() if not PROGRESS_LINE.match(line)]
+
+
+def differences(a: Path, b: Path) -> list[str]:
+    """What differs between two runs' kept outputs (folders of the same layout): files byte for byte,
+    stderr without its progress lines."""
+    found = []
+    names = sorted({p.relative_to(a).as_posix() for p in a.rglob("*") if p.is_file()}
+                   | {p.relative_to(b).as_posix() for p in b.rglob("*") if p.is_file()})
+    for name in names:
+        x, y = a / name, b / name
+        if not (x.is_file() and y.is_file()):
+            found.append(f"{name}: only in {'the first' if x.is_file() else 'the second'} run")
+        elif name == "stderr":
+            if _without_progress(x) != _without_progress(y):
+                found.append(f"{name}: stderr differs (progress lines aside)")
+        elif not filecmp.cmp(x, y, shallow=False):
+            found.append(f"{name}: differs")
+    return found
+
+
+def compare_jobs(runs: dict[str, list[str]], outputs: dict[str, list[Path]], jobs: int, env: dict[str, str],
+                 work: Path) -> dict:
+    """Each command at --jobs 1 and --jobs ``jobs``, its outputs moved aside after each run and compared."""
+    out = {}
+    for name, argv in runs.items():
+        kept = {}
+        for n in (1, jobs):
+            folder = work / f"jobs-{n}" / name
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir(parents=True)
+            for path in outputs[name]:
+                if path.is_dir():
+                    shutil.rmtree(path)
+                elif path.exists():
+                    path.unlink()
+            r = measure(argv + ["--jobs", str(n)], env, folder / "stdout", folder / "stderr")
+            for path in outputs[name]:
+                if path.exists():
+                    shutil.move(str(path), str(folder / path.name))
+            if (folder / "report" / "report.html").is_file():
+                r["report_mb"] = round((folder / "report" / "report.html").stat().st_size / 1e6, 2)
+            kept[n] = r
+            print(f"{name} --jobs {n}: exit {r['exit']}, {r['wall_s']} s wall, {r['cpu_s']} s CPU, peak "
+                  f"{r['peak_rss_mib_tree']} MiB (largest process {r['peak_rss_mib_largest_process']} MiB); "
+                  f"load {r['load_before'][0]} -> {r['load_after'][0]}", flush=True)
+        diff = differences(work / "jobs-1" / name, work / f"jobs-{jobs}" / name)
+        speedup = round(kept[1]["wall_s"] / kept[jobs]["wall_s"], 2) if kept[jobs]["wall_s"] else None
+        out[name] = {"runs": {str(n): r for n, r in kept.items()}, "speedup_wall": speedup,
+                     "identical": not diff, "differences": diff}
+    print(f"\n| command | wall s, --jobs 1 | wall s, --jobs {jobs} | CPU s, 1 / {jobs} | speed-up | identical |")
+    print("| --- | ---: | ---: | ---: | ---: | --- |")
+    for name, c in out.items():
+        one, many = c["runs"]["1"], c["runs"][str(jobs)]
+        print(f"| {name} | {one['wall_s']} | {many['wall_s']} | {one['cpu_s']} / {many['cpu_s']} | "
+              f"{c['speedup_wall']}x | {'yes' if c['identical'] else 'NO: ' + '; '.join(c['differences'][:5])} |")
+    return out
 
 
 def main() -> int:
@@ -163,6 +238,9 @@ def main() -> int:
     p.add_argument("--revisions", type=int, default=154, help="the first N of the suite's 154 revisions, spread "
                                                                "evenly (default: all)")
     p.add_argument("--pytest", action="store_true", help="also time pytest claims -n 2 --html (slow)")
+    p.add_argument("--jobs", type=int, default=None, metavar="N",
+                   help="run judge and report with --jobs 1 and --jobs N and compare their outputs byte for byte "
+                        "(default: each once, at its default --jobs)")
     p.add_argument("--json", default=None, help="write the numbers here")
     args = p.parse_args()
 
@@ -193,7 +271,14 @@ def main() -> int:
         runs["pytest -n 2"] = [str(bin_dir / "pytest"), "claims", "-n", "2", "--panel", str(panel), "-q",
                                "-p", "no:randomly", "--html", str(work / "pytest.html"), "--self-contained-html"]
     results = {"records": records, "models": len(sizes) * len(seeds) + 1, "revisions": len(revisions),
-               "cpu_count": os.cpu_count(), "runs": {}}
+               "cpu_count": os.cpu_count(), "usable_cores": len(os.sched_getaffinity(0)), "runs": {}}
+    if args.jobs is not None:
+        outputs = {"judge": [work / "verdicts.json"], "report": [work / "report"]}
+        results["jobs"] = compare_jobs({k: v for k, v in runs.items() if k in outputs}, outputs, args.jobs, env, work)
+        runs = {k: v for k, v in runs.items() if k not in outputs}
+        for name, c in results["jobs"].items():
+            for n, r in c["runs"].items():
+                results["runs"][f"{name} --jobs {n}"] = r
     for name, argv in runs.items():
         r = measure(argv, env, work / f"{name.split()[0]}.log")
         if name == "report":
@@ -211,7 +296,11 @@ def main() -> int:
         Path(args.json).write_text(json.dumps(results, indent=1))
     failed = [name for name, r in results["runs"].items() if r["exit"] != 0]
     if failed:  # its numbers time a failure: say so, and where its output is
-        print(f"failed: {', '.join(failed)} (output in {work}/<name>.log)", file=sys.stderr)
+        print(f"failed: {', '.join(failed)} (output in {work}/<name>.log, or jobs-N/<name>/)", file=sys.stderr)
+        return 1
+    differ = [name for name, c in results.get("jobs", {}).items() if not c["identical"]]
+    if differ:
+        print(f"--jobs changed the output of: {', '.join(differ)} (kept in {work}/jobs-N/)", file=sys.stderr)
         return 1
     return 0
 

@@ -135,14 +135,17 @@ def test_real_tiny_smoke(tmp_path):
 def test_population_scale_smoke(tmp_path):
     out = tmp_path / "scale.json"
     run_benchmark(tmp_path, "population_scale.py", "--sizes", "160m", "--seeds", "2", "--revisions", "2",
-                  "--work", str(tmp_path / "work"), "--json", str(out))
+                  "--work", str(tmp_path / "work"), "--jobs", "2", "--json", str(out))
     data = json.loads(out.read_text())
-    has_keys(data, {"records", "models", "revisions", "runs"}, "population_scale JSON")
-    assert set(data["runs"]) == {"judge", "report"}
+    has_keys(data, {"records", "models", "revisions", "runs", "jobs"}, "population_scale JSON")
+    assert set(data["runs"]) == {f"{name} --jobs {n}" for name in ("judge", "report") for n in (1, 2)}
     for run in data["runs"].values():
         has_keys(run, {"wall_s", "cpu_s", "peak_rss_mib_largest_process", "peak_rss_mib_tree", "warning_lines",
                        "output_lines", "load_before", "load_after"}, "population_scale run")
-    assert "report_mb" in data["runs"]["report"]
+    assert "report_mb" in data["runs"]["report --jobs 2"]
+    for name in ("judge", "report"):  # the output with two jobs is the output with one
+        has_keys(data["jobs"][name], {"speedup_wall", "identical", "differences"}, "population_scale --jobs")
+        assert data["jobs"][name]["identical"], data["jobs"][name]["differences"]
 
 
 def test_organisms_train_smoke(tmp_path):

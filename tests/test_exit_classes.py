@@ -108,6 +108,14 @@ DEFECTS: dict[tuple[str, str, str], str] = {
         "argparse's own usage error (--seed for --seeds): argparse prints it and exits 2",
     ("headwatch/cli/organisms.py", "run.interrupted", "KeyboardInterrupt"):
         "SIGTERM (a front end stopping the step) taken as Ctrl-C: the interrupt path, exit 130, children stopped",
+    # --jobs: what a worker process raised, raised again in the main process in its model's turn
+    ("headwatch/cli/jobs.py", "InOrder.__iter__", "outcome.failed.error"):
+        "the exception the model's work raised in a worker: its class is the one --jobs 1 raises (bad input stays "
+        "bad input, exit 2; a defect stays one, exit 3)",
+    ("headwatch/cli/jobs.py", "InOrder._wait", "_portable"):
+        "a result that could not cross processes, as its class of error (_portable: an InputError for bad input)",
+    ("fixtures/provider.py", "Provider.revision_record.compute", "NeedsMeasuring"):
+        "a read-only provider's signal to the --jobs machinery, which measures that model in the main process",
     # test helpers shipped in the package (tiny models, planted data)
     ("claims/synthetic.py", "planted_trajectory", "ValueError"): "planted data of the negative controls",
     ("claims/synthetic_population.py", "member_records", "ValueError"): "planted data of the negative controls",

@@ -3,9 +3,9 @@
 Each subcommand's module (``measure``, ``measure_panel``, ``organisms``, ``judge``, ``report``,
 ``panels``) exposes ``add_arguments(parser)``, ``run(args) -> int`` and ``EXAMPLES`` (its --help
 epilog); this file only wires them, so adding a subcommand is one module and one line in
-:data:`SUBCOMMANDS`. Only the chosen subcommand's module is
-imported, and those modules import torch and transformers inside ``run``, so ``headwatch --help``
-and ``--version`` answer at once. The options that pick panels, models, revisions and where
+:data:`SUBCOMMANDS` (``jobs`` is none: the ``--jobs`` pool ``judge`` and ``report`` share). Only the
+chosen subcommand's module is imported, and those modules import torch and transformers inside
+``run``, so ``headwatch --help`` and ``--version`` answer at once. The options that pick panels, models, revisions and where
 measurements live are :mod:`headwatch.selection`'s, shared with the pytest plugin.
 
 Exit codes: :data:`EXIT_CODES`, the one table (printed once, by ``headwatch --help``; a command's

@@ -23,14 +23,16 @@ import json
 import logging
 import shlex
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from headwatch import selection
+from headwatch.cli import jobs
 from headwatch.files import check_output_file, write_json_atomic
 from headwatch.fixtures.loading import NotInCache
 from headwatch.fixtures.preflight import CHECKED
 from headwatch.fixtures.panels import populations
-from headwatch.fixtures.provider import OrganismNotTrained
+from headwatch.fixtures.provider import NeedsMeasuring, OrganismNotTrained, Provider
 from headwatch.fixtures.reference import NO_PANEL
 from headwatch.formatting import terminal_text
 from headwatch.validation import InputError
@@ -42,6 +44,7 @@ EXAMPLES = """examples:
   headwatch judge --panel organisms --train                  train the organisms first if they are missing
   headwatch judge --panel my-seed.toml --json verdicts.json  your checkpoints; the verdicts as JSON too
   headwatch judge --panel paper --cache-dir /shared/hw --offline   from a shared cache, nothing downloaded
+  headwatch judge --panel polypythia --offline --jobs 4      a seed suite's cached records, four models at a time
 """
 
 
@@ -51,6 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", default=None, metavar="OUT",
                         help="write the verdicts to OUT as JSON; '-' writes them to stdout and the verdict "
                              "lines to stderr (default: no JSON). Checked before anything is judged")
+    jobs.add_option(parser)
 
 
 def package_line(package: Any) -> str:
@@ -80,6 +84,74 @@ def chosen_claims(args: argparse.Namespace) -> list[Any]:
     choices = selection.choices_from_args(args)
     load(choices.claims_module)
     return select_claims(choices.claims)
+
+
+class Judging:
+    """What each model's work needs: the provider and the claims. A worker process gets a copy
+    (:mod:`headwatch.cli.jobs`) without the claims themselves (their negative controls need not
+    pickle): it loads them as this process did (entry points, ``--claims-module``) and takes the
+    same ones by name."""
+
+    def __init__(self, provider: Provider, claims: list[Any], modules: tuple[str, ...] = ()) -> None:
+        self.provider, self.modules = provider, tuple(modules)
+        self.names = [c.name for c in claims]
+        self._claims: list[Any] | None = list(claims)
+
+    @classmethod
+    def of(cls, args: argparse.Namespace, provider: Provider, claims: list[Any]) -> tuple["Judging", "Judging"]:
+        """(this process's, the workers')."""
+        modules = tuple(selection.choices_from_args(args).claims_module)
+        return cls(provider, claims, modules), cls(provider.worker_copy(), claims, modules)
+
+    @property
+    def claims(self) -> list[Any]:
+        if self._claims is None:
+            from headwatch.claims.registry import get_claim, load  # deferred: numpy and scipy
+
+            load(self.modules)
+            self._claims = [get_claim(n) for n in self.names]
+        return self._claims
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"provider": self.provider, "modules": self.modules, "names": self.names, "_claims": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+
+@dataclass
+class Judged:
+    """One model's part of ``judge``'s output, as its work returns it (in a worker process or here)."""
+
+    verdicts: dict[str, Any] | None  # claim -> Verdict; None: the model is missing
+    revisions: int = 0
+    package: Any = None  # a packaged model's provenance["package"]
+    member: Any = None  # claims/population.py Member, for a population member
+    #: Missing: why (the error's text), what an organism lacks (OrganismNotTrained.what), whether a download would fill it.
+    missing: str | None = None
+    untrained: str | None = None
+    not_downloaded: bool = False
+
+
+def judge_one(judging: Judging, entry: Any) -> Judged:
+    """Read one model's records, judge its claims, keep what the output needs of them (its verdicts, a
+    population member's quantities), drop the records: the work ``--jobs`` spreads."""
+    from headwatch.claims.judge import judge_model  # deferred: numpy and scipy
+    from headwatch.claims.population import member_from_verdicts
+
+    provider = judging.provider
+    try:
+        records = provider.model_records(entry)
+    except (OrganismNotTrained, NotInCache) as e:  # listed with the command that fills it
+        return Judged(None, missing=str(e), untrained=e.what if isinstance(e, OrganismNotTrained) else None,
+                      not_downloaded=isinstance(e, NotInCache))
+    if not records:
+        raise InputError(f"no measurement records for {entry.repo}")
+    verdicts = judge_model(records, entry.expect, entry.total_tokens, claims=judging.claims)
+    member = member_from_verdicts(entry, records, verdicts) if entry.member is not None else None
+    out = Judged(verdicts, len(records), records[-1].provenance.get("package"), member)
+    provider.forget(entry)
+    return out
 
 
 def get_organisms(picked: selection.Selection) -> list[str]:
@@ -128,8 +200,7 @@ def run(args: argparse.Namespace) -> int:
     outlier beyond SPEC.population_outlier_alpha, not a flag);
     2 on bad input or when something to judge is missing (listed with the command that fills it)."""
     # Deferred: the claims import numpy and scipy; `headwatch judge --help` need not.
-    from headwatch.claims.judge import judge_model, status_word, surprises
-    from headwatch.claims.population import member_from_verdicts
+    from headwatch.claims.judge import status_word, surprises
     from headwatch.claims.verdict import Status
 
     json_path = check_output_file(args.json, "--json") if args.json is not None else None
@@ -150,33 +221,32 @@ def run(args: argparse.Namespace) -> int:
     missing: list[str] = []
     not_downloaded = False
     members: dict[str, Any] = {}  # population members: model id -> claims/population.py Member
-    # One model at a time: read, judge, print, keep its verdicts (and a member's quantities), drop its
-    # records; a population of 7,854 full-size records is never held at once (issue 33).
-    for entry in picked.models:
-        try:
-            records = picked.provider.model_records(entry)
-        except (OrganismNotTrained, NotInCache) as e:  # listed with the command that fills it
-            # the organisms: one command trains them all (printed once, below), not one per model
-            missing.append(f"{entry.id}: {e.what if isinstance(e, OrganismNotTrained) and untrained else e}")
-            not_downloaded |= isinstance(e, NotInCache)
-            continue
-        if not records:
-            raise InputError(f"no measurement records for {entry.repo}")
-        verdicts = judge_model(records, entry.expect, entry.total_tokens, claims=claims)
-        result["models"][entry.repo] = {claim: v.to_dict() for claim, v in verdicts.items()}
-        print(terminal_text(f"== {entry.repo}" + (f" ({entry.name}, panel {entry.panel})" if entry.panel != NO_PANEL
-                                                   else "") + f": {len(records)} revisions"), file=out)
-        package = records[-1].provenance.get("package")
-        if package:  # a packaged model (fixtures/packaged.py): where its weights came from
-            print(package_line(package), file=out)
-        for claim, v in verdicts.items():  # formation first where declared, then CLAIMS in order
-            print(terminal_text(f"  {claim:<9} {status_word(v):<27} {v.key:<34} {v.message}"), file=out)
-        unexpected += surprises(verdicts)
-        crashed += [f"{entry.id}: {v.message}" for v in verdicts.values() if v.status is Status.CRASHED]
-        if entry.member is not None:
-            members[entry.id] = member_from_verdicts(entry, records, verdicts)
-        picked.provider.forget(entry)
-        del records
+    # One model at a time per process: read, judge, keep its verdicts (and a member's quantities), drop
+    # its records; a population of 7,854 full-size records is never held at once. --jobs
+    # spreads the models over processes; their results come back here in the panel's order.
+    models = list(picked.models)
+    here, there = Judging.of(args, picked.provider, claims)
+    with jobs.InOrder(judge_one, models, jobs.jobs_for(args.jobs, models), context=here, worker_context=there,
+                      run_here=(NeedsMeasuring,), label=lambda m: m.id,
+                      progress=jobs.Progress(len(models), log)) as judged:
+        for entry, j in zip(models, judged):
+            if j.verdicts is None:
+                # the organisms: one command trains them all (printed once, below), not one per model
+                missing.append(f"{entry.id}: {j.untrained if j.untrained is not None and untrained else j.missing}")
+                not_downloaded |= j.not_downloaded
+                continue
+            verdicts = j.verdicts
+            result["models"][entry.repo] = {claim: v.to_dict() for claim, v in verdicts.items()}
+            print(terminal_text(f"== {entry.repo}" + (f" ({entry.name}, panel {entry.panel})" if entry.panel != NO_PANEL
+                                                       else "") + f": {j.revisions} revisions"), file=out)
+            if j.package:  # a packaged model (fixtures/packaged.py): where its weights came from
+                print(package_line(j.package), file=out)
+            for claim, v in verdicts.items():  # formation first where declared, then CLAIMS in order
+                print(terminal_text(f"  {claim:<9} {status_word(v):<27} {v.key:<34} {v.message}"), file=out)
+            unexpected += surprises(verdicts)
+            crashed += [f"{entry.id}: {v.message}" for v in verdicts.values() if v.status is Status.CRASHED]
+            if j.member is not None:
+                members[entry.id] = j.member
     unexpected += _populations(list(picked.models), members, result, out)
     if missing:
         result["missing"] = missing

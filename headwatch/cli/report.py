@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from headwatch import selection
-from headwatch.cli.judge import chosen_claims, get_organisms
+from headwatch.cli import jobs
+from headwatch.cli.judge import Judging, chosen_claims, get_organisms
 from headwatch.files import check_output_dir, write_atomic, write_json_atomic
 from headwatch.formatting import terminal_text
 
@@ -42,6 +43,7 @@ EXAMPLES = """examples:
   headwatch report --panel published --out reports/published          figures, CSV, JSON and report.html
   headwatch report --panel organisms --train --out reports/organisms  train the organisms first if missing
   headwatch report --panel paper --cache-dir /shared/hw --out reports/paper   what measure-panel measured
+  headwatch report --panel polypythia --offline --jobs 4 --out reports/pp   a seed suite, four models at a time
 """
 
 
@@ -50,6 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     selection.add_options(parser.add_argument, selection.PANEL_OPTIONS + selection.MISSING_OPTIONS
                           + selection.CLAIM_OPTIONS)
     parser.add_argument("--no-figures", action="store_true", help="only the CSV and JSON (default: figures too)")
+    jobs.add_option(parser)
 
 
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
@@ -60,6 +63,14 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
     write_atomic(path, text.getvalue())
 
 
+def report_one(judging: Judging, task: tuple[Any, bool]) -> Any:
+    """One model's report (read, judge, its figures when asked, records dropped): the work ``--jobs`` spreads."""
+    from headwatch.claims.report_data import model_report  # deferred: numpy, scipy, matplotlib
+
+    model, figures = task
+    return model_report(model, judging.provider, figures=figures, release=True, claims=judging.claims)
+
+
 def run(args: argparse.Namespace) -> int:
     """Write the report files; 1 if a claim fails that a panel did not declare (as judge), 2 on bad
     input or when measurements are missing (listed with the command that measures them)."""
@@ -67,8 +78,8 @@ def run(args: argparse.Namespace) -> int:
     # `headwatch report --help` need not.
     from headwatch.claims.judge import surprises
     from headwatch.claims.population import population_table
-    from headwatch.claims.report_data import (draws_member_figures, model_report, population_parts,
-                                              population_reports, summary_rows, verdict_cell)
+    from headwatch.claims.report_data import (draws_member_figures, population_parts, population_reports,
+                                              summary_rows, verdict_cell)
     from headwatch.claims.report_render import fragment, standalone_page, versions
 
     out = check_output_dir(args.out, "--out")
@@ -85,21 +96,24 @@ def run(args: argparse.Namespace) -> int:
         print(terminal_text(f"headwatch report: {e}", newlines=True), file=sys.stderr)
         return 1
 
-    # one model at a time: read, judge, draw, write its figures, drop its records (issue 33)
+    # one model at a time per process: read, judge, draw, drop its records; --jobs spreads
+    # the models over processes, their reports come back here in the panel's order
     draw_members = draws_member_figures(models)
     reports, errors = [], []
-    for m in models:
-        r = model_report(m, reader, figures=not args.no_figures and (m.member is None or draw_members), release=True,
-                         claims=claims)
-        reports.append(r)
-        status = " ".join(f"{c}={verdict_cell(c, r).status}" for c in r.verdicts) or (r.error or "no measurements on disk")
-        print(terminal_text(f"{r.id}: {len(r.revisions)} revisions; {status}"))
-        if r.missing:
-            print(terminal_text(f"  not measured yet: {', '.join(r.missing)}"), file=sys.stderr)
-        if r.figure_error:
-            errors.append(r.figure_error)
-        for f in r.figures:
-            write_atomic(out / r.id / f"{f.name}.png", f.png)
+    tasks = [(m, not args.no_figures and (m.member is None or draw_members)) for m in models]
+    here, there = Judging.of(args, reader, claims)
+    with jobs.InOrder(report_one, tasks, jobs.jobs_for(args.jobs, models), context=here, worker_context=there,
+                      label=lambda t: t[0].id, progress=jobs.Progress(len(models), log, "reported")) as done:
+        for r in done:
+            reports.append(r)
+            status = " ".join(f"{c}={verdict_cell(c, r).status}" for c in r.verdicts) or (r.error or "no measurements on disk")
+            print(terminal_text(f"{r.id}: {len(r.revisions)} revisions; {status}"))
+            if r.missing:
+                print(terminal_text(f"  not measured yet: {', '.join(r.missing)}"), file=sys.stderr)
+            if r.figure_error:
+                errors.append(r.figure_error)
+            for f in r.figures:
+                write_atomic(out / r.id / f"{f.name}.png", f.png)
 
     pops, pop_figs = population_parts(models, reports, errors) if not args.no_figures else (
         population_reports(models, reports), {})
