@@ -680,6 +680,10 @@ def _cases() -> list[Case]:
              exit=2, says=("--n-examples",), test=home("test_cli_probe_settings_are_refused_before_loading")))
     add(Case("j-report-n-examples-neg", J, "`headwatch report --n-examples -1`", ["headwatch", "report", "--n-examples", "-1", "--out", "{ws}/rep"],
              exit=2, says=("--n-examples",), test=home("test_cli_probe_settings_are_refused_before_loading")))
+    add(Case("j-judge-jobs-0", J, "`headwatch judge --jobs 0`", ["headwatch", "judge", "--jobs", "0"],
+             exit=2, says=("--jobs", "got 0"), test=home("test_a_bad_jobs_value_is_refused_naming_the_option")))
+    add(Case("j-report-jobs-text", J, "`headwatch report --jobs two`", ["headwatch", "report", "--jobs", "two", "--out", "{ws}/rep"],
+             exit=2, says=("--jobs", "two"), test=home("test_a_bad_jobs_value_is_refused_naming_the_option")))
     add(Case("j-judge-models-unknown", J, "`headwatch judge --models nope`", ["headwatch", "judge", "--models", "nope"],
              exit=2, says=("nope",), test=home("test_exit_codes_of_the_cli")))
     add(Case("j-judge-panel-unknown", J, "`headwatch judge --panel nope`", ["headwatch", "judge", "--panel", "nope"],
