@@ -1595,11 +1595,14 @@ def _identity_terminal_and_training_loop_cases() -> list[Case]:
              "run", files(**{"run__.headwatch": "a file"})),
             ("ot-run-folder-immutable", "a local run in a folder no one may write", "ro", None)):
         add(Case(id_, OT, what, _api(f"""
+            from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
             from headwatch.training.trainloop import TrainingProbe
-            from headwatch_testing.tiny import tiny_model
             from headwatch.probes.record import ProbeSettings
             S = ProbeSettings(n_examples=8, n_pr=8, seq_len=64, vocab_lo=10, vocab_hi=300, batch_size=4)
-            TrainingProbe.for_run("run", "{folder}", S).check(tiny_model("gpt_neox", seed=0))
+            model = GPTNeoXForCausalLM(GPTNeoXConfig(vocab_size=300, hidden_size=64, num_hidden_layers=2,
+                                                     num_attention_heads=4, intermediate_size=128,
+                                                     max_position_embeddings=128))
+            TrainingProbe.for_run("run", "{folder}", S).check(model)
             """), says=("own folder",), absent=("pass --cache-dir",), setup=setup, test=store_test, timeout=120))
 
     # -- the training-loop API: checked when built; one count per run; a resumed run drops nothing
