@@ -313,8 +313,12 @@ def test_an_interrupted_or_killed_judge_leaves_no_worker_behind(tmp_path, how):
     outright takes its workers with it (they watch it)."""
     panel = plant(tmp_path)
     (tmp_path / "slow_claim.py").write_text(SLOW_CLAIM)
+    # A terminal's foreground job takes SIGINT at its default, whatever this run inherited: a run started
+    # from a background job of a non-interactive shell (as CI may be) inherits it ignored, and then no
+    # Ctrl-C could reach the judge (headwatch/processes.py).
     proc = _cli("judge", "--panel", panel, "--claims-module", tmp_path / "slow_claim.py", "--claims", "slow",
-                "--jobs", "2", env=_env(tmp_path), start_new_session=True)
+                "--jobs", "2", env=_env(tmp_path), start_new_session=True,
+                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     while len(workers := _children(proc.pid)) < 2 and time.monotonic() < deadline:
         time.sleep(0.2)
