@@ -1,4 +1,4 @@
-"""The organisms as a seed population (issue 24): train, measure, judge, and time each part.
+"""The organisms as a seed population: train, measure, judge, and time each part.
 
     python benchmarks/organisms_population.py [--panel organisms-seeds] [--organisms-cache DIR]
                                               [--cache-dir DIR] [--parallel 2] [--json OUT.json] [--smoke]

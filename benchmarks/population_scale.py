@@ -1,4 +1,4 @@
-"""A PolyPythia-sized population audit from the cache, no model loaded (issue 33): CPU, memory, report size.
+"""A PolyPythia-sized population audit from the cache, no model loaded: CPU, memory, report size.
 
 Builds (once, in ``--work``) a panel shaped like the PolyPythias (5 sizes x 10 seeds, one candidate
 of pythia-160m, every one of the suite's 154 revisions: 51 models, 7,854 records) and a measurement

@@ -1,4 +1,4 @@
-"""Benchmark: one full measurement of each real-tiny model (issue 36) on this machine's CPU.
+"""Benchmark: one full measurement of each real-tiny model on this machine's CPU.
 
     python benchmarks/real_tiny.py                          # both models, SPEC's probe run (N = 2000)
     python benchmarks/real_tiny.py --n-examples 256         # the real-tiny panel's settings
