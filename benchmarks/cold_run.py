@@ -7,7 +7,9 @@ Clones the repository at ``--commit`` into a fresh temporary folder, puts ``../s
 (a link to this checkout's), and runs ``CI=true bash .ci/run`` there with a clean environment (no
 HEADWATCH_* caches: the organisms train from scratch into the clone). Every output line is stamped
 with the seconds since the start, so the report gives: the wall time, the children's CPU time (user +
-sys), the load average before, during (sampled each 30 s) and after, each phase's start (the
+sys), the whole machine's busy and idle core-seconds (``/proc/stat``: what the children's count
+misses, such as daemons a test starts that outlive their parent, and the cores left idle), the
+load average before, during (sampled each 30 s) and after, each phase's start (the
 ``== set-up / import layers / tests / done`` lines), when each organism finished training, and
 pytest's summary line. The 15-minute target of a cold run is for a quiet 2-core machine: a shared one
 inflates every number here (compare the CPU time with the wall time, and read the load).
@@ -58,6 +60,20 @@ def clean_environ() -> dict[str, str]:
     return env
 
 
+def machine_cpu() -> tuple[float, float] | None:
+    """The whole machine's (busy, idle) core-seconds since boot, from ``/proc/stat`` (None elsewhere).
+    Busy counts user, nice, system, irq, softirq and steal; idle counts idle and iowait."""
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()
+    except OSError:
+        return None
+    if fields[0] != "cpu":
+        return None
+    user, nice, system, idle, iowait, irq, softirq, steal = (int(x) for x in fields[1:9])
+    tick = os.sysconf("SC_CLK_TCK")
+    return (user + nice + system + irq + softirq + steal) / tick, (idle + iowait) / tick
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--commit", default="HEAD", help="the commit to clone (default: HEAD of this checkout)")
@@ -90,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
 
     threading.Thread(target=sample, daemon=True).start()
     before = os.getloadavg()
+    machine_before = machine_cpu()
     phases, organisms, summary = {}, {}, ""
     with open(tmp / "ci.log", "w", buffering=1) as log:
         proc = subprocess.Popen(COMMAND, cwd=repo, env=env, stdout=subprocess.PIPE,
@@ -106,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         code = proc.wait()
     stop.set()
     wall = time.monotonic() - t0
+    machine_after = machine_cpu()
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     result = {
         "commit": commit, "exit": code, "wall_seconds": round(wall, 1),
@@ -115,11 +133,17 @@ def main(argv: list[str] | None = None) -> int:
         "phases_start_seconds": phases, "organisms_done_seconds": organisms, "pytest_summary": summary,
         "log": str(tmp / "ci.log"),
     }
+    if machine_before is not None and machine_after is not None:
+        busy, idle = (round(b - a, 1) for a, b in zip(machine_before, machine_after))
+        result["machine_busy_cpu_seconds"], result["machine_idle_cpu_seconds"] = busy, idle
+        # What ran outside the children's count: daemons that outlived their parent, anything else.
+        result["uncounted_cpu_seconds"] = round(busy - result["cpu_seconds"], 1)
     if "tests" in phases:
         result["tests_seconds"] = round((phases.get("done", wall) - phases["tests"]), 1)
     print(json.dumps(result, indent=1))
     print(f"cold run of {commit[:7]}: {wall / 60:.1f} min wall ({result['cpu_seconds'] / 60:.1f} CPU-min on "
-          f"{os.cpu_count()} cores), exit {code}; set-up until {phases.get('import layers', '?')} s, tests "
+          f"{os.cpu_count()} cores; the machine busy {result.get('machine_busy_cpu_seconds', '?')} and idle "
+          f"{result.get('machine_idle_cpu_seconds', '?')} core-s), exit {code}; set-up until {phases.get('import layers', '?')} s, tests "
           f"{result.get('tests_seconds', '?')} s; organisms done at {organisms}; load {before[0]:.1f} -> "
           f"max {result['load_during_max']}; {summary}")
     if args.json:

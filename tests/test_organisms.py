@@ -144,6 +144,10 @@ as_child()  # what the training child's entry point does first
 args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
 family, seed = args["--family"], int(args["--seed"])
 Path(args["--cache-dir"], f"{family}.pid").write_text(str(os.getpid()))
+if "--niceness" in args:  # as the training child does first
+    os.nice(int(args["--niceness"]))
+with open(Path(args["--cache-dir"], "started"), "a") as f:
+    f.write(f"{family} {os.nice(0)}\\n")
 print("some library chatter", flush=True)
 for i, step in enumerate((0, 5, 10)):
     print(Progress("checkpoint", family, seed, step=step, total=10, revision=f"step{step}", checkpoint=i + 1,
@@ -177,6 +181,35 @@ def test_runner_relays_each_childs_progress_and_runs_them_in_parallel(fake_child
     line = [p for p in seen if p.family == "gptneox"][1].describe()
     assert "step 5/10" in line and "checkpoint 2/3" in line and "ETA 1 s" in line
     assert "chatter" not in " ".join(p.describe() for p in seen)  # non-progress output is not relayed
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("parallel,cores", [(1, 2), (3, 2), (3, 4)])
+def test_the_longest_job_starts_first_and_alone_keeps_its_priority_beside_more_children_than_cores(
+        fake_child, tmp_path, monkeypatch, parallel, cores):
+    """OLMo's recipe is the longest: it starts first, and where three children share two cores the
+    shorter two run BESIDE_LONGEST_NICENESS lower; with a core each, or one at a time, nobody yields."""
+    monkeypatch.setattr(runner.os, "cpu_count", lambda: cores)
+    jobs = [runner.TrainingJob(f, 0, tmp_path) for f in ("gptneox", "olmoe", "olmo")]
+    runner.train_in_subprocesses(jobs, parallel=parallel, report=None, module=fake_child)
+    started = dict(line.split() for line in (tmp_path / "started").read_text().splitlines())
+    mine = os.nice(0)
+    lowered = runner.BESIDE_LONGEST_NICENESS if parallel > cores else 0
+    assert {f: int(n) - mine for f, n in started.items()} == {"olmo": 0, "gptneox": lowered, "olmoe": lowered}
+    if parallel == 1:
+        assert list(started) == ["olmo", "olmoe", "gptneox"]  # longest first: 2000, 2500 and 1750 steps
+
+
+@pytest.mark.parametrize("seconds,parallel,cores,expected", [
+    ([239.0, 484.0, 345.0], 3, 2, [3, 0, 3]),   # the cold run's three: OLMo alone keeps its priority
+    ([239.0, 484.0, 345.0], 2, 2, [0, 0, 0]),   # a core each
+    ([239.0, 484.0, 345.0], 3, 4, [0, 0, 0]),
+    ([100.0, 100.0, 100.0], 3, 2, [0, 3, 3]),   # a tie: the first
+    ([100.0] * 10, 3, 2, [0] + [3] * 9),        # a seed population: one child at 0 at any time
+    ([50.0], 1, 1, [0]),
+])
+def test_child_niceness(seconds, parallel, cores, expected):
+    assert runner.child_niceness(seconds, parallel, cores) == expected
 
 
 @pytest.mark.slow
