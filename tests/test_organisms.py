@@ -301,6 +301,21 @@ def _running_step(argv, tmp_path, inherit_sigint_ignored):
 
 
 @pytest.mark.slow
+def test_the_step_and_its_children_run_in_a_group_of_their_own_inside_the_front_ends_session(
+        fake_step, tmp_path, sigint_ignored):
+    """A process group of its own (a terminal's Ctrl-C reaches the front end only, and a kill takes
+    the whole group), but the front end's session: where the kernel shares CPU time between sessions
+    (autogroup), a session of its own would hold the training to half the cores beside the tests."""
+    step, child = _running_step(fake_step("endless"), tmp_path, sigint_ignored)
+    try:
+        assert os.getpgid(step.pid) == step.pid != os.getpgid(0)
+        assert os.getpgid(child) == step.pid  # the children too: killpg reaches them
+        assert os.getsid(step.pid) == os.getsid(child) == os.getsid(0)
+    finally:
+        step.stop()
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("sigint", ["default", "ignored"])
 def test_a_stopped_step_stops_its_children_and_frees_the_locks(fake_step, tmp_path, sigint, sigint_ignored, pid_alive):
     """Stopped (SIGTERM, taken as Ctrl-C), the step stops its children; their locks die with them.
