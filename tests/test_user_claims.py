@@ -14,6 +14,7 @@ import ast
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -105,6 +106,10 @@ def test_a_claims_module_is_judged_reported_and_selected(researcher):
         assert list(verdicts)[-1] == "three_heads" and "F1" in verdicts  # after the built-ins
         assert verdicts["three_heads"]["status"] in ("holds", "fails") and verdicts["three_heads"]["details"]["heads"] >= 0
     assert "three_heads" in done.stdout  # the table
+    # its columns: the status starts where the built-ins' does, though the name is longer than theirs
+    starts = {re.match(r"  (\S+) +", line).end() for line in done.stdout.splitlines()
+              if line.startswith(("  F1 ", "  causal ", "  three_heads "))}
+    assert len(starts) == 1, done.stdout
     # --claims selects: only the researcher's claim
     done = run(researcher, "headwatch", "judge", "--panel", "published", "--claims-module", "my_claims.py",
                "--claims", "three_heads", "--json", "-")

@@ -241,8 +241,9 @@ def run(args: argparse.Namespace) -> int:
                                                        else "") + f": {j.revisions} revisions"), file=out)
             if j.package:  # a packaged model (fixtures/packaged.py): where its weights came from
                 print(package_line(j.package), file=out)
+            width = max([9, *map(len, verdicts)])  # a user's claim may have a longer name than F1 ... formation
             for claim, v in verdicts.items():  # formation first where declared, then CLAIMS in order
-                print(terminal_text(f"  {claim:<9} {status_word(v):<27} {v.key:<34} {v.message}"), file=out)
+                print(terminal_text(f"  {claim:<{width}} {status_word(v):<27} {v.key:<34} {v.message}"), file=out)
             unexpected += surprises(verdicts)
             crashed += [f"{entry.id}: {v.message}" for v in verdicts.values() if v.status is Status.CRASHED]
             if j.member is not None:
