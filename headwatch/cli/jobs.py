@@ -25,7 +25,6 @@ import contextlib
 import io
 import logging
 import multiprocessing
-import multiprocessing.connection
 import os
 import pickle
 import signal
@@ -42,7 +41,7 @@ from typing import Any
 
 from headwatch import validation
 from headwatch.names import duration
-from headwatch.processes import default_sigterm, watch_parent
+from headwatch.processes import default_sigterm, end_pool_workers, watch_parent
 from headwatch.validation import EnvironmentProblem, InputError, input_error_from
 
 #: Below this many revisions in a selection the default is one process: starting workers would cost
@@ -369,16 +368,5 @@ class InOrder:
         if not at_once:
             pool.shutdown(wait=True)
             return
-        processes = self.processes or list((getattr(pool, "_processes", None) or {}).values())
-        for p in processes:
-            p.terminate()
-        # Waited for by their sentinels, never joined here: the pool's own thread reaps them (joined
-        # by the shutdown below), and a second thread's waitpid on a child would lose its exit status.
-        deadline = time.monotonic() + STOP_GRACE
-        left = list(processes)
-        while left and time.monotonic() < deadline:
-            ended = set(multiprocessing.connection.wait([p.sentinel for p in left], deadline - time.monotonic()))
-            left = [p for p in left if p.sentinel not in ended]
-        for p in left:
-            p.kill()
-        pool.shutdown(wait=True, cancel_futures=True)
+        end_pool_workers(self.processes or list((getattr(pool, "_processes", None) or {}).values()), STOP_GRACE)
+        pool.shutdown(wait=True, cancel_futures=True)  # its own thread reaps the ended workers
