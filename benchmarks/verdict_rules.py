@@ -1,9 +1,9 @@
-"""Size and power of every decision rule, old and new (issue 43), by exact sums and simulation.
+"""Size and power of every decision rule, and of the point rules they replaced, by exact sums and simulation.
 
 Run by hand (numpy and scipy only, one core); it prints markdown tables (docs/statistics.md holds them):
 
-- **the causal bar** ("circuit top-1 <= 25% of baseline"): the conditional binomial test (before
-  issue 43) and the exact unconditional test (:func:`headwatch.stats.ratio_below_unconditional`),
+- **the causal bar** ("circuit top-1 <= 25% of baseline"): the conditional binomial test (the
+  rule before the current one) and the exact unconditional test (:func:`headwatch.stats.ratio_below_unconditional`),
   each as its rejection region over every outcome at N examples each (and at unequal N): the size
   is the largest chance of rejecting at the null's edge (circuit = 25% of baseline) over a grid of
   baseline rates, the power the chance of rejecting at circuit = 5% of baseline (exact sums, no

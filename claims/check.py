@@ -121,7 +121,7 @@ def report(record_property: Any, name: str, value: Any) -> None:
     print(f"{name}: {value}")
 
 
-# ---- populations (issue 24): a claim over a population's reference members -------------------------
+# ---- populations: a claim over a population's reference members -------------------------
 
 
 def check_population_claim(request: pytest.FixtureRequest, label: str, verdict: Any) -> None:
