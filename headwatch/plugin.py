@@ -229,9 +229,7 @@ def _share_cpu_threads(config: pytest.Config) -> None:
     if not _runs_tests(config):
         return
     choice = threads.choose_threads(_test_processes(config), threads.usable_cores(), threads.machine_load())
-    import torch  # deferred: torch
-
-    torch.set_num_threads(choice.threads)
+    threads.set_torch_threads(choice.threads)
 
 
 def _setup(config: pytest.Config) -> HeadwatchSession:

@@ -39,3 +39,26 @@ def test_plain_pytest_sets_the_threads_it_chose_and_says_so(tmp_path, monkeypatc
                           "--panel", "published", "-p", "no:cacheprovider"],
                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert "THREADS 3" in out.stdout and "torch threads 3 (HEADWATCH_THREADS=3)" in out.stdout, out.stdout + out.stderr
+
+
+def test_a_session_that_never_uses_torch_does_not_import_it(tmp_path, monkeypatch):
+    """Judging recorded measurements needs no torch: the count waits for torch's import (none here)."""
+    (tmp_path / "test_t.py").write_text("import sys\n\ndef test_torch():\n    print('TORCH', 'torch' in sys.modules)\n")
+    monkeypatch.setenv("HEADWATCH_THREADS", "3")
+    out = subprocess.run([sys.executable, "-m", "pytest", "-s", str(tmp_path / "test_t.py"),
+                          "--panel", "published", "-p", "no:cacheprovider"],
+                         capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert "TORCH False" in out.stdout and "torch threads 3 (HEADWATCH_THREADS=3)" in out.stdout, out.stdout + out.stderr
+
+
+def test_torch_threads_are_set_at_once_where_torch_is_imported():
+    import torch
+
+    from headwatch.threads import set_torch_threads
+
+    before = torch.get_num_threads()
+    try:
+        set_torch_threads(before + 1)
+        assert torch.get_num_threads() == before + 1
+    finally:
+        torch.set_num_threads(before)
