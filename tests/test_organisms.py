@@ -100,6 +100,32 @@ def test_deterministic_and_resumable(family, tmp_path):
 
 
 @pytest.mark.slow
+def test_a_state_torn_between_its_two_files_is_trained_again_not_resumed(tmp_path):
+    """Killed after writing the model but before the optimizer and the log: resuming would pair
+    step 4's weights with step 3's moments and log. The run starts again and ends with the same weights."""
+    import shutil
+
+    recipe = tiny("gptneox")
+    whole, torn = tmp_path / "whole", tmp_path / "torn"
+    train(recipe, seed=1, cache_dir=whole, progress=False)
+    state = torn / STATE_DIR / "gptneox-seed1"
+    train(recipe, seed=1, cache_dir=torn, progress=False, state_every=1, stop_after=3)
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    for name in ("optimizer.safetensors", "optimizer_groups.json", "log.json"):
+        shutil.copy(state / name, kept / name)
+    train(recipe, seed=1, cache_dir=torn, progress=False, state_every=1, stop_after=1)  # the model at step 4
+    for name in ("optimizer.safetensors", "optimizer_groups.json", "log.json"):
+        shutil.copy(kept / name, state / name)  # the rest as at step 3: the kill's state
+    assert TrainLog.load(state / "log.json").step == 3
+    assert train_mod.resumable_log(recipe, state) is None
+    done = train(recipe, seed=1, cache_dir=torn, progress=False)
+    assert done.complete and done.step == 6
+    repo = "headwatch-organisms/gptneox-seed1"
+    assert cached_revisions(whole, repo) == cached_revisions(torn, repo), "a torn state was resumed"
+
+
+@pytest.mark.slow
 def test_training_threads_are_the_callers_again_afterwards(tmp_path):
     """train(threads=N) trains with N threads (logged) and leaves the process's own count alone."""
     import torch
