@@ -194,3 +194,30 @@ def test_the_causal_reading_is_checked_like_every_panel_key():
     assert from_data(Expectations, {"causal_reading": "copyable"}, "expect").causal_reading == "copyable"
     with pytest.raises(InputError, match="copyable"):
         from_data(Expectations, {"causal_reading": "copyables"}, "expect")
+
+
+def test_without_a_matched_random_ablation_the_control_is_missing_evidence_not_a_failure():
+    records = with_copy(healthy(), baseline=[60] * 32, induction_circuit=[1] * 32)
+    v = judge_causal(records, COPYABLE)
+    assert v.status is Status.NOT_ESTABLISHED and v.details.missing == ("no matched-random ablation",)
+    assert "with matched random" not in v.message and "control p" not in v.message
+
+
+def test_the_copyable_reading_says_which_test_is_weak_and_what_is_missing():
+    """The message names the test that fell short (not the one that passed); the interval and the share
+    appear where there are any; what is missing is listed only when evidence is."""
+    weak = judge_causal(planted(60, 15, 58), COPYABLE)  # 25% of baseline: the bar's test cannot pass
+    assert weak.status is Status.CONSISTENT_NOT_ESTABLISHED and weak.details.missing == ()
+    assert "the bar (circuit < 25% of baseline) (p = " in weak.message
+    assert "the control (circuit < matched random) (p = " not in weak.message
+    odd = judge_causal(with_copy(healthy(), baseline=[60] * 10, induction_circuit=[0] * 9 + [60],
+                                 matched_random=[58] * 10), COPYABLE)
+    lo, hi = odd.details.copyable.share_interval
+    assert lo < 0.1 < hi
+    assert "= 10.0% of baseline [" in odd.message
+    few = judge_causal(planted(60, 1, 58, n=MIN_BOOTSTRAP_SEQUENCES - 1), COPYABLE)
+    assert few.details.copyable.share_interval is None and "of baseline [" not in few.message
+    assert few.details.missing == (f"{MIN_BOOTSTRAP_SEQUENCES - 1} sequences, too few for a bootstrap over sequences "
+                                   f"(needs >= {MIN_BOOTSTRAP_SEQUENCES})",)
+    silent = judge_causal(planted(0, 0, 0), COPYABLE)
+    assert "of baseline" not in silent.message.split("every copyable position")[1].split(";")[0]

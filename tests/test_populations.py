@@ -639,3 +639,18 @@ def test_a_panel_declares_its_placement_rule():
         parse(clash)
     with pytest.raises(PanelError, match="placement"):
         parse(SUITE.replace('candidates = [1234]\n', 'candidates = [1234]\nplacement = "normal"\n', 1))
+
+
+def test_f3_ratio_of_a_member_whose_bos_never_reaches_half_is_censored_at_final_over_t_induction():
+    """t_induction at 1e9 tokens (the second revision), BOS never at 50%: the ratio exceeds 1e12 / 1e9."""
+    from headwatch.claims.builtin.f3_induction_before_bos import ratio_value
+    from headwatch.claims.synthetic import A, B, D, planted_trajectory
+    from headwatch.spec import SPEC
+
+    sets = ((), (A, B, D), (A, B, D), (A, B, D), (A, B, D), (A, B, D), (A, B, D))
+    value = ratio_value(planted_trajectory(bos_fractions=(0.0,) * 7, induction_sets=sets), None, SPEC)
+    assert value.value is None and value.censored_above == pytest.approx(1e12 / 1e9)
+    from_zero = (0.0, 1e9, 3e9, 1e10, 2e10, 1e11, 1e12)  # formed at step 0: no ratio, not an infinite one
+    at_start = ratio_value(planted_trajectory(from_zero, bos_fractions=(0.0,) * 7, induction_sets=((A, B, D),) * 7),
+                           None, SPEC)
+    assert at_start.value is None and at_start.censored_above is None and at_start.undefined == "t_induction at 0 tokens"

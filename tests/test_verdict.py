@@ -201,3 +201,36 @@ def test_json_form_edges():
         target[path[-1]] = bad
         with pytest.raises(InputError, match=says):
             Verdict.from_dict(edited)
+
+
+def test_a_judge_must_return_its_own_verdict_else_its_claim_crashed():
+    """judge_claim keeps the contract: a Verdict of this claim; anything else is the claim's crash."""
+    from headwatch.claims.claim import Claim, NegativeControl
+    from headwatch.claims.judge import judge_claim
+
+    def claim_returning(value):
+        return Claim("returns", "t", "?", judge=lambda records, expect, spec, **kw: value,
+                     negative_controls=(NegativeControl("x", "x", S.healthy, S.HEALTHY_EXPECT),))
+
+    own = Verdict("returns", Status.HOLDS, "holds", None, key="ok")
+    assert judge_claim(claim_returning(own), S.healthy()) is own
+    for wrong, says in ((None, "returned NoneType, not a Verdict of 'returns'"),
+                        (replace(own, claim="F1"), "returned Verdict of claim 'F1'")):
+        verdict = judge_claim(claim_returning(wrong), S.healthy())
+        assert verdict.status is Status.CRASHED and verdict.claim == "returns" and says in verdict.message
+
+
+def test_judge_model_judges_every_registered_claim_that_applies():
+    """Without ``claims``: the registry's, in its order; a claim whose ``applies`` says no is left out."""
+    from headwatch.claims.claim import Claim, NegativeControl
+    from headwatch.claims.registry import register_claim, unregister_claim
+
+    judged = judge_model(S.healthy(), S.HEALTHY_EXPECT)
+    assert list(judged) == [c.name for c in all_claims() if not c.gate]
+    control = (NegativeControl("x", "x", S.healthy, S.HEALTHY_EXPECT),)
+    never = register_claim(Claim("never_applies", "t", "?", judge=lambda records, expect, spec, **kw: None,
+                                 applies=lambda expect: False, negative_controls=control))
+    try:
+        assert "never_applies" not in judge_model(S.healthy(), S.HEALTHY_EXPECT)
+    finally:
+        unregister_claim(never.name)

@@ -1,13 +1,14 @@
 """Mutation run over the judge and its statistics: every mutant must turn a test red.
 
-    .venv/bin/python tools/mutate.py                      # judge, trajectory, verdict, stats (docs/statistics.md)
+    .venv/bin/python tools/mutate.py                      # the judge, the claims, populations, stats (docs/statistics.md)
     .venv/bin/python tools/mutate.py --spec               # SPEC's table: each constant moved 5% each way
     .venv/bin/python tools/mutate.py --jobs 2 --out FILE  # two mutants at a time; the table also into FILE
     .venv/bin/python tools/mutate.py --only judge_f3      # mutants whose id contains a string
     .venv/bin/python tools/mutate.py --list               # the mutants, run nothing
 
-Operators (standard library only: ``ast``), applied one at a time to ``claims/judge.py``,
-``claims/trajectory.py``, ``claims/verdict.py``, ``headwatch/formatting.py`` and ``headwatch/stats.py``:
+Operators (standard library only: ``ast``), applied one at a time to the files of :data:`TARGETS` (the
+judge, the built-in claims' modules, the trajectory functions, verdicts, populations, formatting and
+statistics):
 
 - comparisons: ``<`` <-> ``<=`` and ``>`` <-> ``>=`` (the boundary), and each comparison negated
   (``<`` -> ``>=``, ``==`` -> ``!=``, ``is`` -> ``is not``, ``in`` -> ``not in``);
@@ -17,8 +18,10 @@ Operators (standard library only: ``ast``), applied one at a time to ``claims/ju
 - dropped conditions: the test of each ``if`` / ``elif`` and conditional expression -> ``True``.
 
 Not mutated: the text of messages (anything inside an f-string), ``raise`` and ``assert``
-statements, annotations, and the precision argument of the display helpers (``_round(x, 4)``,
-``_sig``, ``_pct``, ``round``, ``format``). ``--spec`` moves each field of ``Thresholds`` in
+statements, annotations, decorators (a cache's size), functions that draw a figure (``*_figure``: a
+picture, whose pixels no test reads), a claim's negative controls (planted data,
+each shown false by its own test: a 5% nudge leaves it false by design), and the precision argument
+of the display helpers (``_round(x, 4)``, ``_sig``, ``_pct``, ``round``, ``format``). ``--spec`` moves each field of ``Thresholds`` in
 headwatch/spec.py 5% each way (an integer by 1, a tuple of integers by its last element) and
 runs tests/test_tolerances.py.
 
@@ -52,11 +55,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TARGETS = ("claims/judge.py", "claims/trajectory.py", "claims/verdict.py", "headwatch/formatting.py", "headwatch/stats.py")
-#: The fast tests a mutant must turn red (all of them, with the published panel: about a minute).
+TARGETS = ("claims/judge.py", *sorted(f"claims/builtin/{p.name}" for p in (ROOT / "claims" / "builtin").glob("[!_]*.py")),
+           "claims/trajectory.py", "claims/verdict.py", "claims/population.py", "headwatch/formatting.py",
+           "headwatch/stats.py")
+#: The fast tests a mutant must turn red (all of them, with the published panel: about two minutes).
 FAST_TESTS = ("tests/test_judge_boundaries.py", "tests/test_verdict.py", "tests/test_stats.py",
               "tests/test_trajectory.py", "tests/test_tolerances.py", "tests/test_published_figures.py",
-              "claims", "tests/test_claim_tests_on_planted.py", "tests/test_negligible.py")
+              "claims", "tests/test_claim_tests_on_planted.py", "tests/test_negligible.py", "tests/test_populations.py",
+              "tests/test_copyable_reading.py", "tests/test_one_revision.py")
 PYTEST_ARGS = ("--panel", "published", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:html", "-p", "no:metadata",
                "-p", "no:xdist", "-p", "no:anyio", "-q", "-rfE", "--no-header")
 SPEC_FILE, SPEC_TESTS = "headwatch/spec.py", ("tests/test_tolerances.py",)
@@ -66,10 +72,11 @@ DISPLAY_HELPERS = {"_round", "_sig", "fmt_pct", "round", "format"}
 #: Mutants that cannot change any result, by id, with the reason. Reported as equivalent only if
 #: they survive; one that is caught is reported as caught.
 EQUIVALENT: dict[str, str] = {
-    "claims/judge.py::judge_f4::at is not None and c is not None and (c.revision == at.point.revision) -> "
-    "at is not None and c.revision == at.point.revision":
-        "a reading's recall point (c) is None only when the final revision has no induction head; the recall "
-        "series is then empty, so the paper's revision (at) is None as well and the dropped test is never reached",
+    "claims/builtin/f4_early_convergence.py::judge_f4::at is not None and c is not None and "
+    "(c.revision == at.point.revision) -> at is not None and c.revision == at.point.revision":
+        "a reading's recall point (c) is None only when its final circuit is empty; the final circuit at the "
+        "induction threshold is then empty as well (the label threshold's holds it), so the recall series the "
+        "paper's revision (at) is looked up in is empty, at is None and the dropped test is never reached",
     "headwatch/formatting.py::fmt_share::abs(x - num / den) < 1e-09 -> abs(x - num / den) <= 1e-09":
         "no float lies exactly 1e-9 from a fraction num/den with den <= 10: near such a fraction (>= 0.1) floats "
         "are multiples of 2^-56 or coarser, and 1e-9 is not one, so < and <= never differ",
@@ -116,8 +123,14 @@ def _skipped(tree: ast.AST) -> set[int]:
             all_of(node.annotation)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             all_of(node.returns)
+            for d in node.decorator_list:  # a cache's size: speed, not a result
+                all_of(d)
+            if node.name.endswith("_figure"):  # a picture: tests check that it is drawn, not its pixels
+                all_of(node)
         elif isinstance(node, ast.AnnAssign):
             all_of(node.annotation)
+        elif _call_name(node) == "NegativeControl":  # planted data: its own test shows the claim false on it
+            all_of(node)
         elif _call_name(node) in DISPLAY_HELPERS:
             for a in node.args[1:]:  # type: ignore[attr-defined]
                 all_of(a)
