@@ -268,6 +268,7 @@ def test_causal_ablation_without_baseline_is_not_established():
 def test_causal_with_an_empty_final_circuit_and_no_ablation_is_not_applicable():
     v = judge_causal(healthy(ablations=None, induction_sets=((A,),) * 6 + ((),)))
     assert v.status is Status.NOT_APPLICABLE and "no induction head at step6: nothing to ablate" in v.message
+    assert v.message.endswith("causal check not applicable")  # no head left out by the floor: nothing more said
 
 
 def test_causal_requested_but_missing_is_not_established():

@@ -22,7 +22,7 @@ from headwatch.claims.synthetic import HEALTHY_EXPECT
 from headwatch.claims.synthetic_population import (
     CAUSAL_UNDECIDED, F1_DEFECT, MANY_SIBLING_ONSETS, SIBLING_ONSETS, member_records, planted_population,
 )
-from headwatch.claims.verdict import Status
+from headwatch.claims.verdict import Status, Verdict
 from headwatch.fixtures.panels import (
     PanelError, default_panels, load_panel, parse_panel, populations, select, select_seeds,
 )
@@ -654,3 +654,124 @@ def test_f3_ratio_of_a_member_whose_bos_never_reaches_half_is_censored_at_final_
     at_start = ratio_value(planted_trajectory(from_zero, bos_fractions=(0.0,) * 7, induction_sets=((A, B, D),) * 7),
                            None, SPEC)
     assert at_start.value is None and at_start.censored_above is None and at_start.undefined == "t_induction at 0 tokens"
+
+
+def test_the_log_normal_rule_places_a_censored_candidate_and_says_why_it_cannot():
+    from headwatch.claims.population import _lognormal_p
+
+    ref = [GridValue(v) for v in (1.0, 2.0, 4.0)]
+    p, why = _lognormal_p(GridValue(None, censored_above=8.0), ref)  # known only to exceed 8: its bound's p
+    assert p is not None and p < 0.5 and why == ""
+    assert _lognormal_p(GridValue(3.0), [GridValue(2.0)] * 3) == (None, "the reference values do not spread (every "
+                                                                        "member on one revision)")
+    assert _lognormal_p(GridValue(0.0), [GridValue(1.0), GridValue(2.0)]) == (None, "a value is not positive")
+
+
+def test_a_candidate_in_the_middle_has_rank_p_1_and_an_unplaced_one_no_counts():
+    ref = [_member(m, r) for m, r in (("a", 10.0), ("b", 20.0), ("c", 30.0), ("d", 40.0))]
+    middle = place("F3_ratio", _member("c", 25.0, role="candidate"), ref)
+    assert middle.p_extreme == 1.0 and (middle.below, middle.above) == (2, 2)
+    assert not middle.outlier and middle.status is Status.CONSISTENT_NOT_ESTABLISHED and "within its siblings" in middle.message
+    unformed = dataclasses.replace(_member("x", 25.0, role="candidate"), verdicts={
+        "formation": Verdict("formation", Status.FAILS, "did not form", None, key="no circuit")})
+    p = place("F3_ratio", unformed, ref)
+    assert p.status is Status.NOT_JUDGED
+    assert (p.below, p.tied, p.overlapping, p.above, p.outlier, p.side) == (0, 0, 0, 0, False, "")
+
+
+def test_a_quantity_whose_claim_applies_to_no_reference_member_is_not_placed():
+    """F3 off DCLM for every reference member: nothing to place against, and said so; reference members
+    that merely lack a value give the other reason."""
+    off = Verdict("F3", Status.NOT_APPLICABLE, "not DCLM", None, key="n/a")
+    ref = [dataclasses.replace(_member(m, r), verdicts={"F3": off}) for m, r in (("a", 10.0), ("b", 20.0))]
+    p = place("F3_ratio", _member("c", 25.0, role="candidate"), ref)
+    assert p.status is Status.NOT_APPLICABLE and "applies to none of the reference members" in p.message
+    assert p.family == 1
+    for members in ([_member("a"), _member("b")], []):
+        empty = place("F3_ratio", _member("c", 25.0, role="candidate"), members)
+        assert empty.status is Status.NOT_APPLICABLE and "0 reference member(s) with a value" in empty.message
+    mixed = place("F3_ratio", _member("c", 25.0, role="candidate"), [*ref, _member("d", 30.0), _member("e", 40.0)])
+    assert mixed.status is Status.CONSISTENT_NOT_ESTABLISHED and mixed.below == 0 and mixed.above == 2
+
+
+def test_a_placement_says_its_rank_counts_rule_and_direction_in_words():
+    ref = [_member("a", 10.0), _member("b", 20.0), _member("c", 30.0), _member("d", above=5.0)]
+    both = place("F3_ratio", _member("x", 20.0, role="candidate"), ref)
+    assert ("rank 2-4 of 5 (1 reference members below, 1 tied, 1 either way (censored), 1 above); the 4 "
+            "reference members:") in both.message
+    plain = place("F3_ratio", _member("x", 15.0, role="candidate"), ref[:3])
+    assert "rank 2 of 4 (1 reference members below, 0 tied, 2 above); the 3" in plain.message
+    assert "log scale" not in plain.message and "rule does not apply" not in plain.message
+    lognormal = place("F3_ratio", _member("x", 15.0, role="candidate"), ref[:3], rule="log-normal")
+    assert f"; t prediction p on the log scale {lognormal.p_rule:.3g}; the 3" in lognormal.message
+    censored = place("F3_ratio", _member("x", 15.0, role="candidate"), ref, rule="log-normal")
+    assert ("; the log-normal rule does not apply (a reference value is censored (not reached by the final "
+            "revision)): the rank rule decides") in censored.message and censored.rule == "rank"
+    assert "quantities: joint p" not in plain.message and "(2 of the" not in both.message
+    beyond = place("F3_ratio", _member("x", 99.0, role="candidate"), ref[:3])
+    assert "larger than every one of the 3 reference members" in beyond.message and beyond.side == "above"
+    assert "with probability 0.5 (2 of the 4 ranks)" in beyond.message
+    assert ("(3 reference members cannot show it under the rank rule: a candidate beyond all of them fails from 40 "
+            "members on)") in beyond.message
+    assert "smaller than every one" in place("F3_ratio", _member("x", 1.0, role="candidate"), ref[:3]).message
+    joint = place("F3_ratio", _member("x", 99.0, role="candidate"), ref[:3], family=2,
+                  joint=("permutation min-p", 0.3, False))
+    assert "; permutation min-p over 2 quantities: joint p = 0.3, not below alpha" in joint.message
+    big = [_member(f"m{i}", 10.0 + i) for i in range(40)]
+    flagged = place("F3_ratio", _member("x", 99.0, role="candidate"), big, joint=("permutation min-p", 0.3, False))
+    assert flagged.status is Status.CONSISTENT_NOT_ESTABLISHED and "cannot show it" not in flagged.message
+    by_t = place("F3_ratio", _member("x", 35.0, role="candidate"), ref[:3], rule="log-normal")  # beyond all, t p 0.6
+    assert by_t.rule == "log-normal" and by_t.outlier and by_t.status is Status.CONSISTENT_NOT_ESTABLISHED
+    assert "cannot show it" not in by_t.message
+
+
+@pytest.mark.parametrize("n, status", [(39, Status.CONSISTENT_NOT_ESTABLISHED), (40, Status.FAILS)])
+def test_decided_alone_a_candidate_beyond_every_member_fails_once_its_rank_p_is_below_alpha(n, status):
+    """2 / (n + 1): 0.05 with 39 members (not below alpha 0.05: a flag), 0.0488 with 40 (fails)."""
+    ref = [_member(f"m{i}", 10.0 + i) for i in range(n)]
+    p = place("F3_ratio", _member("x", 1000.0, role="candidate"), ref)
+    assert p.outlier and p.p_extreme == pytest.approx(2 / (n + 1)) and p.status is status, p.message
+
+
+def test_a_members_own_min_p_uses_only_values_that_count():
+    """_member_min_p (the permutation rule's calibration): a quantity counts for a member only with its own
+    value and two others'; members that did not form, or to which the quantity's claim does not apply,
+    contribute nothing."""
+    from headwatch.claims.population import _member_min_p
+
+    others = [_member("a", 10.0), _member("b", 20.0), _member("c", 30.0)]
+    assert _member_min_p(_member("x", 99.0), others, ["F3_ratio"]) == pytest.approx(0.5)  # beyond 3: 2 / 4
+    assert _member_min_p(_member("x"), others, ["F3_ratio"]) is None  # no value of its own
+    assert _member_min_p(_member("x", 99.0), others[:1], ["F3_ratio"]) is None  # one other value only
+    assert _member_min_p(_member("x", 99.0), others[:2], ["F3_ratio"]) == pytest.approx(2 / 3)  # two are enough
+    unformed = {"formation": Verdict("formation", Status.FAILS, "did not form", None, key="no circuit")}
+    off = {"F3": Verdict("F3", Status.NOT_APPLICABLE, "not DCLM", None, key="n/a")}
+    for verdicts in (unformed, off):
+        assert _member_min_p(dataclasses.replace(_member("x", 99.0), verdicts=verdicts), others, ["F3_ratio"]) is None
+        some = [dataclasses.replace(o, verdicts=verdicts) for o in others[:2]] + others[2:]
+        assert _member_min_p(_member("x", 99.0), some, ["F3_ratio"]) is None  # one other counts
+
+
+def _two_quantity_member(mid: str, ratio: float, t_induction: float, role: str = "reference") -> Member:
+    m = _member(mid, ratio, role=role)
+    return dataclasses.replace(m, quantities={**m.quantities, "t_induction": GridValue(t_induction)})
+
+
+def test_a_joint_failure_fails_the_quantities_at_the_candidates_smallest_p_only():
+    """100 members; the candidate beyond all of them on the F3 ratio (p 2/101) and in the middle on
+    t_induction: jointly it fails (permutation min-p below alpha), on the ratio, not on t_induction.
+    Beyond all on both, both fail (their p tie at the smallest)."""
+    ref = [_two_quantity_member(f"m{i}", 10.0 + i, 1e9 + i * 1e7) for i in range(100)]
+    one = audit(_two_quantity_member("x", 1000.0, 1e9 + 50.5e7, role="candidate"), ref)
+    assert one["F3_ratio"].status is Status.FAILS and one["F3_ratio"].p_joint < 0.05
+    assert one["t_induction"].status is Status.CONSISTENT_NOT_ESTABLISHED
+    both = audit(_two_quantity_member("x", 1000.0, 1e12, role="candidate"), ref)
+    assert both["F3_ratio"].status is Status.FAILS and both["t_induction"].status is Status.FAILS
+
+
+@pytest.mark.parametrize("rule", ["rank", "log-normal"])
+def test_an_audit_of_a_candidate_that_did_not_form_compares_nothing(rule):
+    unformed = dataclasses.replace(_two_quantity_member("x", 1000.0, 1e12, role="candidate"), verdicts={
+        "formation": Verdict("formation", Status.FAILS, "did not form", None, key="no circuit")})
+    placed = audit(unformed, [_two_quantity_member(f"m{i}", 10.0 + i, 1e9 + i) for i in range(5)], rule=rule)
+    assert {p.status for p in placed.values()} == {Status.NOT_JUDGED}

@@ -281,7 +281,8 @@ def test_unconditional_ratio_test_keeps_its_size(n1, n2):
         assert (joint * reject).sum() <= 0.05 + 1e-12, rate
 
 
-@pytest.mark.parametrize("k1, n1, k2, n2", [(3, 20, 9, 20), (1, 7, 6, 9), (0, 15, 4, 12), (4, 60, 12, 50)])
+@pytest.mark.parametrize("k1, n1, k2, n2", [(3, 20, 9, 20), (1, 7, 6, 9), (0, 15, 4, 12), (4, 60, 12, 50),
+                                            (5, 10, 5, 10), (7, 7, 0, 9)])  # weak evidence: the staircase's top rows
 def test_boschloo_less_is_scipys_boschloo(k1, n1, k2, n2):
     expected = scipy_stats.boschloo_exact([[k1, k2], [n1 - k1, n2 - k2]], alternative="less", n=64).pvalue
     assert boschloo_less(k1, n1, k2, n2) == pytest.approx(expected, rel=1e-6)
@@ -353,3 +354,43 @@ def test_permutation_min_p_and_holm():
     assert permutation_min_p(0.05, [0.05, 0.5, 0.5, 0.01]) == pytest.approx(3 / 5)
     assert holm_adjusted([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
     assert holm_adjusted([]) == []
+
+
+def test_the_staircase_counts_ties_within_a_relative_1e_9_of_the_observed_statistic():
+    """Outcomes whose statistic is within 1e-9 (relative) of the observed one are as extreme as it (ties, up
+    to rounding); just beyond, they are not. A synthetic ordering: x1 itself, the observed at x1 = 2."""
+    for gap, included in ((0.99e-9, 3), (1.02e-9, 2)):
+        def order(x1, x2, gap=gap):
+            return np.where(np.asarray(x1) == 3, 2.0 * (1 + gap), np.asarray(x1, dtype=float))
+        assert list(_staircase(order, 2, 5, 0, 1)) == [included, included], gap
+
+
+def test_prediction_p_needs_two_positive_finite_values_and_a_positive_candidate():
+    from headwatch.stats import prediction_p
+
+    assert prediction_p([2.0], 3.0) is None  # one value: no spread to scale by
+    assert 0 < prediction_p([1.0, 2.0], 1.5) <= 1  # two are enough
+    assert prediction_p([1.0, 2.0, 4.0], 0.0) is None and prediction_p([1.0, 2.0, 4.0], -1.0) is None
+    assert prediction_p([1.0, float("inf")], 2.0) is None
+
+
+def test_prediction_p_of_a_censored_candidate_is_its_bounds_above_the_mean_and_1_below():
+    from headwatch.stats import prediction_p
+
+    ref = [1.0, 2.0, 4.0]  # geometric mean 2
+    below = prediction_p(ref, 1.5)
+    assert below < 1 and prediction_p(ref, 1.5, censored_above=True) == 1.0  # known only to exceed 1.5: anywhere
+    just_above = prediction_p(ref, 2.2)  # 0 < t < 1: a bound above the mean is placed as the value would be
+    assert just_above < 1 and prediction_p(ref, 2.2, censored_above=True) == just_above
+
+
+def test_permutation_min_p_counts_ties_within_1e_12():
+    from headwatch.stats import permutation_min_p
+
+    assert permutation_min_p(0.5, [0.5 + 1e-12, 0.9]) == 2 / 3  # a tie up to rounding: counted against the candidate
+    assert permutation_min_p(0.5, [0.5 + 1.02e-12, 0.9]) == 1 / 3
+
+
+def test_holm_caps_each_adjusted_p_at_1():
+    assert holm_adjusted([0.6, 0.7]) == [1.0, 1.0]
+    assert holm_adjusted([0.01, 0.04, 0.03]) == [0.03, 0.06, 0.06]

@@ -227,6 +227,8 @@ def test_judge_model_judges_every_registered_claim_that_applies():
 
     judged = judge_model(S.healthy(), S.HEALTHY_EXPECT)
     assert list(judged) == [c.name for c in all_claims() if not c.gate]
+    f1 = [c for c in all_claims() if c.name == "F1"]
+    assert list(judge_model(S.healthy(), S.HEALTHY_EXPECT, claims=f1)) == ["F1"]  # those only
     control = (NegativeControl("x", "x", S.healthy, S.HEALTHY_EXPECT),)
     never = register_claim(Claim("never_applies", "t", "?", judge=lambda records, expect, spec, **kw: None,
                                  applies=lambda expect: False, negative_controls=control))

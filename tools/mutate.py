@@ -77,6 +77,25 @@ EQUIVALENT: dict[str, str] = {
         "a reading's recall point (c) is None only when its final circuit is empty; the final circuit at the "
         "induction threshold is then empty as well (the label threshold's holds it), so the recall series the "
         "paper's revision (at) is looked up in is empty, at is None and the dropped test is never reached",
+    "headwatch/stats.py::_staircase::1 -> 2#3":
+        "the staircase's start below every x1 becomes -2 instead of -1: both mean 'no x1' to its one reader, "
+        "binom.cdf, which is 0 at every negative count",
+    "headwatch/stats.py::_staircase::1 -> 2#5":
+        "the bisection's start above every x1 becomes n1 + 2 instead of n1 + 1: a probe there is clipped to n1, so a "
+        "row can end at n1 + 1 instead of n1, and binom.cdf is 1 at every count >= n1",
+    "headwatch/stats.py::prediction_p::t <= 0 -> t < 0":
+        "at t = 0 (a censored bound at the mean) both return 1: the censored branch says 1.0, the two-sided p "
+        "2 sf(0) is 1 as well",
+    "headwatch/stats.py::prediction_p::1.0 -> 1.05#2":
+        "the cap of the two-sided p never binds: sf(|t|) <= 1/2, so 2 sf(|t|) <= 1 < 1.05",
+    "headwatch/stats.py::holm_adjusted::1.0 -> 1.05":
+        "the list's initial values are never read: the loop assigns every index once",
+    "claims/population.py::min_members_to_fail::1 -> 2":
+        "the least n is never 1: with n = 1 the test is family x 2 / 2 = family >= 1 > alpha, so a search "
+        "starting at 2 finds the same n",
+    "claims/population.py::audit::p.outlier -> True":
+        "a placement that is no outlier has side '', and the flag it would be the same event as must be an "
+        "outlier on the same side, whose side is never '': the search finds nothing either way",
     "headwatch/formatting.py::fmt_share::abs(x - num / den) < 1e-09 -> abs(x - num / den) <= 1e-09":
         "no float lies exactly 1e-9 from a fraction num/den with den <= 10: near such a fraction (>= 0.1) floats "
         "are multiples of 2^-56 or coarser, and 1e-9 is not one, so < and <= never differ",
