@@ -671,7 +671,8 @@ def test_a_candidate_in_the_middle_has_rank_p_1_and_an_unplaced_one_no_counts():
     ref = [_member(m, r) for m, r in (("a", 10.0), ("b", 20.0), ("c", 30.0), ("d", 40.0))]
     middle = place("F3_ratio", _member("c", 25.0, role="candidate"), ref)
     assert middle.p_extreme == 1.0 and (middle.below, middle.above) == (2, 2)
-    assert not middle.outlier and middle.status is Status.CONSISTENT_NOT_ESTABLISHED and "within its siblings" in middle.message
+    assert not middle.outlier and middle.side == "" and middle.status is Status.CONSISTENT_NOT_ESTABLISHED
+    assert "within its siblings" in middle.message
     unformed = dataclasses.replace(_member("x", 25.0, role="candidate"), verdicts={
         "formation": Verdict("formation", Status.FAILS, "did not form", None, key="no circuit")})
     p = place("F3_ratio", unformed, ref)
@@ -710,7 +711,7 @@ def test_a_placement_says_its_rank_counts_rule_and_direction_in_words():
     assert "quantities: joint p" not in plain.message and "(2 of the" not in both.message
     beyond = place("F3_ratio", _member("x", 99.0, role="candidate"), ref[:3])
     assert "larger than every one of the 3 reference members" in beyond.message and beyond.side == "above"
-    assert "with probability 0.5 (2 of the 4 ranks)" in beyond.message
+    assert "with probability 0.5 (2 of the 4 ranks)" in beyond.message and "quantities: joint p" not in beyond.message
     assert ("(3 reference members cannot show it under the rank rule: a candidate beyond all of them fails from 40 "
             "members on)") in beyond.message
     assert "smaller than every one" in place("F3_ratio", _member("x", 1.0, role="candidate"), ref[:3]).message
@@ -767,6 +768,12 @@ def test_a_joint_failure_fails_the_quantities_at_the_candidates_smallest_p_only(
     assert one["t_induction"].status is Status.CONSISTENT_NOT_ESTABLISHED
     both = audit(_two_quantity_member("x", 1000.0, 1e12, role="candidate"), ref)
     assert both["F3_ratio"].status is Status.FAILS and both["t_induction"].status is Status.FAILS
+    # t_induction of 60 members only: beyond them all its p is 2/61, above the ratio's 2/101: a flag, not a failure
+    fewer = [m if i < 60 else dataclasses.replace(m, quantities={**m.quantities, "t_induction": GridValue(
+        None, undefined="not planted")}) for i, m in enumerate(ref)]
+    apart = audit(_two_quantity_member("x", 1000.0, 1e12, role="candidate"), fewer)
+    assert apart["F3_ratio"].status is Status.FAILS and apart["t_induction"].outlier
+    assert apart["t_induction"].status is Status.CONSISTENT_NOT_ESTABLISHED, apart["t_induction"].message
 
 
 @pytest.mark.parametrize("rule", ["rank", "log-normal"])
@@ -775,3 +782,17 @@ def test_an_audit_of_a_candidate_that_did_not_form_compares_nothing(rule):
         "formation": Verdict("formation", Status.FAILS, "did not form", None, key="no circuit")})
     placed = audit(unformed, [_two_quantity_member(f"m{i}", 10.0 + i, 1e9 + i) for i in range(5)], rule=rule)
     assert {p.status for p in placed.values()} == {Status.NOT_JUDGED}
+
+
+def test_placing_a_reached_value_among_members_censored_above_and_a_later_recall_point():
+    """Every member known only to exceed a bound, the candidate's value reached: still placed (it may lie
+    anywhere among them). A recall point beyond every member's is "later", a ratio's "larger"."""
+    censored = place("F3_ratio", _member("x", 20.0, role="candidate"), [_member("a", above=5.0), _member("b", above=6.0)])
+    assert censored.status is not Status.NOT_APPLICABLE and censored.overlapping == 2, censored.message
+
+    def at(mid, point, role="reference"):
+        m = _member(mid, role=role)
+        return dataclasses.replace(m, quantities={**m.quantities, "F4_recall_point": GridValue(point)})
+
+    late = place("F4_recall_point", at("x", 0.2, "candidate"), [at("a", 0.01), at("b", 0.02), at("c", 0.03)])
+    assert late.side == "above" and "later than every one of the 3 reference members" in late.message

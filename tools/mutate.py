@@ -96,6 +96,24 @@ EQUIVALENT: dict[str, str] = {
     "claims/population.py::audit::p.outlier -> True":
         "a placement that is no outlier has side '', and the flag it would be the same event as must be an "
         "outlier on the same side, whose side is never '': the search finds nothing either way",
+    'headwatch/stats.py::prediction_p::n < 2 or candidate <= 0 or (not np.all(np.isfinite(logs))) -> candidate <= 0 or not np.all(np.isfinite(logs))':
+        'with one value the sample standard deviation (ddof 1) is nan, and the next check (not s > 0) returns None as well',
+    'headwatch/stats.py::prediction_p::n < 2 or candidate <= 0 or (not np.all(np.isfinite(logs))) -> n < 2 or candidate <= 0':
+        'a non-finite log makes the standard deviation nan (or the mean infinite with it), and the next check (not s > 0) returns None as well',
+    "claims/population.py::place::used == 'rank' and rule == 'rank' -> rule == 'rank'":
+        "used is 'rank' whenever rule is 'rank': only the log-normal rule sets it to anything else",
+    'claims/population.py::place::p_extreme == 2 / (n + 1) -> True':
+        'the sentence is reached by outliers only, beyond every member (below or above = n), whose p is 2 x 1/(n + 1), which equals 2/(n + 1) to the bit (doubling is exact) and is under the cap for n >= 2',
+    'claims/population.py::audit::1e-12 -> 1.05e-12':
+        'rank p-values are 2k/(n + 1) or 1; two that differ differ by far more than 1e-12 for any n a population has',
+    'claims/population.py::audit::compared -> True':
+        "with nothing compared, Holm's adjustment of no p-values assigns nothing",
+    'claims/population.py::audit::a < alpha -> a <= alpha':
+        'a Holm-adjusted p equal to alpha to the last bit: an integer times a t tail probability, which no set of positive values can be built to hit exactly, so < and <= never differ on data',
+    'claims/population.py::audit::first[c].outlier and first[c].side == side -> first[c].side == side':
+        "side is an outlier's side ('above' or 'below'); a placement that is no outlier has side '', so the side test alone already requires an outlier",
+    'claims/population.py::audit::first[q].p_extreme <= p_c + 1e-12 -> first[q].p_extreme < p_c + 1e-12':
+        "p_c is the smallest of the p_extreme values, so a quantity's p_extreme equals p_c + 1e-12 only if two rank p-values differ by exactly 1e-12, which 2k/(n + 1) values never do",
     "headwatch/formatting.py::fmt_share::abs(x - num / den) < 1e-09 -> abs(x - num / den) <= 1e-09":
         "no float lies exactly 1e-9 from a fraction num/den with den <= 10: near such a fraction (>= 0.1) floats "
         "are multiples of 2^-56 or coarser, and 1e-9 is not one, so < and <= never differ",
