@@ -347,7 +347,7 @@ def model_figures(records: Sequence[MeasurementRecord], verdicts: Mapping[str, V
     ]
 
 
-# ---- populations (issue 24): every member's trajectory on one figure per quantity -----------------
+# ---- populations: every member's trajectory on one figure per quantity -----------------
 
 #: Reference members are drawn in muted colours, candidates thick and red (highlighted).
 CANDIDATE_COLOR = "#d62728"

@@ -1,4 +1,4 @@
-"""The HTML report's pytest side: turns pytest-html's report into one a researcher reads (issue 6).
+"""The HTML report's pytest side: turns pytest-html's report into one a researcher reads.
 
 Registered by the headwatch plugin (headwatch/plugin.py) when ``--html`` is given and headwatch is
 active, on the process that writes the report. It names the report and opens pytest-html's summary
@@ -144,7 +144,7 @@ class HeadwatchReport:
 
     def build(self) -> str:
         # the run as the tests saw it; the report reads through a provider of its own (read only),
-        # one model at a time: its records are dropped once judged and drawn (issue 33)
+        # one model at a time: its records are dropped once judged and drawn
         env = self.session.run.to_dict()
         reader = Provider(replace(self.session.options, progress=False))
         models = self.selected_models(env)

@@ -28,7 +28,7 @@ included), and this module reads only those verdicts and the trajectory quantiti
   *consistent* with them (nothing established). :func:`audit` places a candidate on every quantity
   at once under the population's rule (``placement``: "rank", the default, or "log-normal", a t
   prediction interval on the log scale) and decides them jointly (the rank rule by a permutation
-  min-p over the quantities, the log-normal rule by Holm's step-down; issue 43): it fails only below
+  min-p over the quantities, the log-normal rule by Holm's step-down): it fails only below
   ``SPEC.population_outlier_alpha``, and one event is counted once
   (a late circuit moves t_induction, the F3 ratio and the F4 recall point: it is flagged on all
   three and judged on t_induction alone). Quantities of a claim that does not apply (the F3 ratio
@@ -87,7 +87,7 @@ def quantity_words(quantity: str) -> str:
 
 def quantity_claim(quantity: str) -> str | None:
     """The claim a quantity belongs to: a member where that claim does not apply has no value of it
-    (the F3 ratio off DCLM is not judged, issue 33). None: the screen's own."""
+    (the F3 ratio off DCLM is not judged). None: the screen's own."""
     placed = _placed().get(quantity)
     return placed[0] if placed else None
 
@@ -113,7 +113,7 @@ def gate_verdict(verdicts: Mapping[str, Verdict]) -> Verdict | None:
 #: The method a placement states.
 PREDICTION_INTERVAL = ("rank among the reference members (interval-censored: overlapping values may lie on either "
                        "side); an exchangeable member's chance of landing at least as far out, either side")
-#: The placement rules a population may declare (``placement`` in its panel entry; issue 43): "rank"
+#: The placement rules a population may declare (``placement`` in its panel entry): "rank"
 #: (the default: assumption-free, exchangeability only) or "log-normal" (a t prediction interval on
 #: the log scale: power at 5-10 seeds, assuming each quantity's logs are normal across seeds).
 PLACEMENT_RULES: tuple[str, ...] = ("rank", "log-normal")
@@ -519,7 +519,7 @@ class Placement:
     same_event_as: str
     status: Status
     message: str
-    #: the rule that decided (issue 43): "rank" or "log-normal" (:data:`PLACEMENT_RULES`); ``p_rule``
+    #: the rule that decided: "rank" or "log-normal" (:data:`PLACEMENT_RULES`); ``p_rule``
     #: its p for this quantity (the rank rule's is ``p_extreme``; the log-normal rule's the t prediction
     #: p, None where it does not apply and the rank rule decides instead: ``rule`` then says "rank")
     rule: str = "rank"
@@ -561,7 +561,7 @@ class Placement:
 
 def min_members_to_fail(family: int, alpha: float) -> int:
     """The fewest reference members with which a candidate beyond all of them on one quantity can
-    fail under Bonferroni over ``family`` quantities (the rule before issue 43, reported for
+    fail under Bonferroni over ``family`` quantities (the rule before the permutation min-p, reported for
     comparison): the least n with family x 2 / (n + 1) < alpha (40 for one quantity at 0.05, 160 for four).
     Under the permutation min-p rule that decides now it is ``min_members_to_fail(1, alpha)``
     whatever the number of quantities (the candidate's 2 / (n + 1) ties at least the member at the

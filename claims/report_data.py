@@ -6,7 +6,7 @@ models, the measurement cache for the others), judges them with
 :func:`headwatch.claims.judge.judge_model` (the judge the claim tests use), draws its figures if
 asked, and keeps what the page shows of each revision (:class:`RevisionRow`), a population
 member's quantities and trajectory; with ``release`` it then drops the records, so a report of
-thousands of revisions holds one model's records at a time (issue 33). :func:`verdict_cell` turns
+thousands of revisions holds one model's records at a time. :func:`verdict_cell` turns
 one verdict into a table cell: a status word and the claim's key number.
 """
 from __future__ import annotations
@@ -50,7 +50,7 @@ def claim_title(name: str) -> str:
 
 
 #: Per-model figures of population members are drawn when the report has at most this many models;
-#: beyond that each population's figures show every member, and the page stays small (issue 33).
+#: beyond that each population's figures show every member, and the page stays small.
 MEMBER_FIGURES_UP_TO = 12
 
 
@@ -215,7 +215,7 @@ def summary_rows(reports: Sequence[ModelReport]) -> list[dict[str, Any]]:
     return rows
 
 
-# ---- populations (issue 24) -------------------------------------------------------------------------
+# ---- populations -------------------------------------------------------------------------
 
 
 def population_reports(models: Sequence[PanelModel], reports: Sequence[ModelReport]) -> list[PopulationReport]:

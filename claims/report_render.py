@@ -4,7 +4,7 @@ Pure functions from :class:`headwatch.claims.report_data.ModelReport` (and plain
 with no pytest import: the pytest-html plugin (:mod:`headwatch.claims.html_report`) puts the fragment into
 pytest-html's summary, and ``headwatch report`` wraps it into a page of its own.
 
-Layout (issue 33: a report of 51 models must stay readable, < ~3 MB and <= ~1,400 px wide): the
+Layout (a report of 51 models must stay readable, < ~3 MB and <= ~1,400 px wide): the
 populations first (``table#headwatch-populations``: population x claim, k of n), then the verdict
 table of the models in no population (models as rows, claims as columns, so it never widens), then
 one section per population (its members x claims, each quantity per member as rows, candidates'

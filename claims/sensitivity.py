@@ -58,7 +58,7 @@ class SensitivityGrid:
 def reads(knob: str, claims: Sequence[Claim]) -> list[Claim]:
     """The claims whose verdict reads ``knob`` (each claim's ``reads``): the grid re-judges only those;
     the rest of a row is SPEC's (tests/test_report.py checks every row against a whole re-judge). A
-    154-revision grid re-judged whole at every row was most of a population report's time (issue 33)."""
+    154-revision grid re-judged whole at every row was most of a population report's time."""
     return [c for c in claims if knob in c.reads]
 
 

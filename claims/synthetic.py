@@ -183,5 +183,5 @@ def healthy(**overrides: Any) -> list[MeasurementRecord]:
 def bos_never_forms() -> list[MeasurementRecord]:
     """A DCLM trajectory whose BOS fraction never reaches 50% (37.5% at the last revision, 1e12),
     with 3 induction heads from 1e9 on: t_bos50 is right-censored after 1e12, so the ratio is in
-    (1e12 / 1e9, inf) = (1000, inf): F3 is established, not failed (issue 25)."""
+    (1e12 / 1e9, inf) = (1000, inf): F3 is established, not failed."""
     return healthy(bos_fractions=(0.0, 0.0625, 0.125, 0.1875, 0.25, 0.3125, 0.375))

@@ -1,4 +1,4 @@
-"""Planted populations for the population verdicts' negative controls and unit tests (issue 24).
+"""Planted populations for the population verdicts' negative controls and unit tests.
 
 Members are variants of :func:`headwatch.claims.synthetic.healthy` (every claim holds there) that
 differ in when their circuit forms (``onset``: the revision index at which heads A, B, C pass 50x)
@@ -58,7 +58,7 @@ CAUSAL_UNDECIDED = {"ablations": Ablations(baseline=0.012, circuit=0.001, random
 #: Enough planted siblings that a candidate beyond all of them fails on four quantities: 4 x 2 / 161 < 0.05.
 MANY_SIBLING_ONSETS = SIBLING_ONSETS * 32
 
-# ---- at the size of a real seed suite (issue 33): records shaped like a PolyPythia run's -------------
+# ---- at the size of a real seed suite: records shaped like a PolyPythia run's -------------
 
 
 def suite_records(model: str, n_layers: int, n_heads: int, d_head: int, revisions: Sequence[tuple[str, float]],

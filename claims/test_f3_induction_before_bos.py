@@ -67,7 +67,7 @@ def test_f3_point_estimate_below_the_bar_is_not_a_failure_while_the_grid_allows_
 
 def test_f3_right_censored_bos_is_established():
     """BOS never reaches 50% by the last revision (1e12), induction at 1e9: t_bos50 > 1e12, so the
-    ratio is > 1000 (issue 25: this was scored "fails")."""
+    ratio is > 1000 (once scored "fails")."""
     verdict = judge_f3(bos_never_forms(), Expectations(dclm=True))
     assert verdict.status is Status.HOLDS, verdict.message
     assert verdict.details.censored == ("t_bos50",) and verdict.details.ratio is None

@@ -1,5 +1,5 @@
 """Formation: a model organism shows what its panel declares (``[models.expect.formation]``) before
-any claim is judged on it (issue 11): enough induction heads at the final revision, none at the
+any claim is judged on it: enough induction heads at the final revision, none at the
 first, t_induction inside the declared window, top-1 above the declared floor.
 
 Runs first (headwatch/plugin.py orders it before the claim tests), once per selected model that
@@ -82,7 +82,7 @@ def test_healthy_trajectory_forms():
     assert D not in verdict.details.heads_final  # D is an early-only head
 
 
-# ---- sink organisms (issue 17): BOS heads after the circuit, persisting ---------------------------
+# ---- sink organisms: BOS heads after the circuit, persisting ---------------------------
 
 SINK_EXPECT = dataclasses.replace(FORMATION_EXPECT, formation=dataclasses.replace(
     FORMATION_EXPECT.formation, min_bos_heads_final=2, bos_after_induction=True, bos_persists=True))

@@ -389,7 +389,7 @@ class F5Details:
     rise_null_p: float | None = None
     #: the level rule's null with each random head drawn from its final head's layer
     null_p_layer: float | None = None
-    #: the null that decides (issue 43): the larger of ``null_p`` and ``null_p_layer``; F5 is
+    #: the null that decides: the larger of ``null_p`` and ``null_p_layer``; F5 is
     #: informative only where it is below null_alpha
     null_p_decisive: float | None = None
     #: heads over the threshold left out by the attention floor, and whether the floor applied

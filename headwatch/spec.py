@@ -65,7 +65,7 @@ class Thresholds:
     #: ... and F5 at these elevation fractions.
     f5_sensitivity_fractions: tuple[float, ...] = (0.05, 0.1, 0.2)
 
-    # ---- verdict statistics (ours, issue 13; docs/statistics.md) ------------------------------
+    # ---- verdict statistics (ours; docs/statistics.md) ------------------------------
     #: [causal] "beats matched random" and "cuts below baseline" need a one-sided exact test on
     #: the top-1 counts (Fisher) with p < this.
     causal_alpha: float = 0.05
@@ -76,7 +76,7 @@ class Thresholds:
     #: probability that as many randomly drawn heads would ALL pass the level rule against the
     #: final heads' crossing revisions is below this (an exact probability: docs/statistics.md).
     f5_null_alpha: float = 0.05
-    #: [population, issue 24] a claim over a population is "it holds in more than this share of the
+    #: [population] a claim over a population is "it holds in more than this share of the
     #: population the seeds are drawn from" (most members; docs/statistics.md) ...
     population_min_rate: float = 0.5
     #: ... judged by one-sided exact binomial tests on k of n members at this alpha: established
@@ -261,7 +261,7 @@ class Formation:
     ``min_induction_heads_final``: heads at induction selectivity >= SPEC.induction at the final
     revision; ``formed_within``: where t_induction (SPEC's milestone) must lie; ``none_at_first``:
     no induction head at the first revision; ``min_top1_final``: task top-1 at the final revision.
-    Sink organisms (issue 17) also declare: ``min_bos_heads_final``: BOS heads (first-token
+    Sink organisms also declare: ``min_bos_heads_final``: BOS heads (first-token
     selectivity >= SPEC.bos, any layer) at the final revision; ``bos_after_induction``: the first
     revision with a BOS head comes strictly after t_induction; ``bos_persists``: every revision from
     that one to the final has a BOS head.

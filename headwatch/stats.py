@@ -6,7 +6,7 @@ top-1 counts. Each function states its method; the level defaults to SPEC's inte
 - :func:`clopper_pearson`: exact binomial interval of a rate (task top-1, ablation top-1).
 - :func:`fisher_less`: one-sided Fisher exact test that one rate is below another (the causal check).
 - :func:`ratio_below`: one-sided conditional binomial test that one rate is below a given share of
-  another (the causal bar's test before issue 43; kept as the ordering of the unconditional test).
+  another (the causal bar's earlier test; kept as the ordering of the unconditional test).
 - :func:`ratio_below_unconditional`: the exact unconditional test of that ratio (maximised over the
   nuisance baseline rate; Boschloo's construction), the causal bar's test on two independent counts;
   :func:`boschloo_less` the same construction against ratio 1 ordered by Fisher's p (Boschloo's test).
@@ -40,7 +40,7 @@ CLOPPER_PEARSON = "Clopper-Pearson exact binomial"
 BOOTSTRAP = "percentile bootstrap over examples"
 FISHER = "one-sided Fisher exact test on top-1 counts"
 RATIO_TEST = "one-sided exact conditional binomial test of the ratio of two top-1 counts"
-#: issue 43: the bar's and the control's tests on two independent counts, and on paired outcomes.
+#: The bar's and the control's tests on two independent counts, and on paired outcomes.
 RATIO_TEST_UNCONDITIONAL = ("one-sided exact unconditional test of the ratio of two binomial top-1 rates (Boschloo's "
                             "construction: ordered by the conditional binomial p, maximised over the baseline rate)")
 BOSCHLOO = "one-sided Boschloo exact unconditional test on top-1 counts"
@@ -201,7 +201,7 @@ def finite_or_none(x: float | None) -> float | None:
     return None if x is None or not math.isfinite(x) else float(x)
 
 
-# ---- exact unconditional tests (issue 43) -------------------------------------------------------
+# ---- exact unconditional tests -------------------------------------------------------
 
 #: The nuisance grid of the unconditional tests: this many log-spaced and this many evenly spaced
 #: rates, then each of the best few local maxima refined by a bounded scalar search (the tail
@@ -367,7 +367,7 @@ def paired_ratio_below(both: int, only_ablated: int, only_baseline: int, ratio: 
     return maximise_over_nuisance(tail, ratio)[0]
 
 
-# ---- a candidate seed against reference seeds (issue 43) ------------------------------------------
+# ---- a candidate seed against reference seeds ------------------------------------------
 
 
 def prediction_p(reference: Sequence[float], candidate: float, *, censored_above: bool = False) -> float | None:

@@ -45,7 +45,7 @@ _INTERRUPTED = 2
 
 #: The niceness a test process takes while organisms train: the training step's children (one core
 #: each, the longest of them the critical path of a cold run) get the cores first, the tests what
-#: they leave (measured, issue 28: tests competing as equals made the longest child 1.5x slower, and
+#: they leave (measured: tests competing as equals made the longest child 1.5x slower, and
 #: the cores idled at the end while it trained alone). 7, not 19: beside three children on two cores
 #: a test still gets about an eighth of a core, so that a subprocess with a timeout finishes; a model
 #: of the cold run's sharing (CFS weights) keeps the cores busy to the end from about 300 CPU-seconds

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from headwatch.claims.builtin.f4_early_convergence import NAME as F4
 from headwatch.claims.report_data import model_report, rows_of
 from headwatch.formatting import GRID, fmt_interval
 from headwatch.fixtures.panels import load_panel
@@ -34,7 +35,7 @@ def verdict_rows(report) -> list[str]:
 
 
 def f4_rows(report) -> list[str]:
-    d = report.verdicts["F4"].details
+    d = report.verdicts[F4].details
     out = ["| reading | recall point | fraction of training (grid) | paper table |", "| --- | --- | --- | --- |"]
     for name, c in (("uniform 50x (decides)", d.computed), ("intermediate 30x, final 50x", d.intermediate)):
         paper = ""

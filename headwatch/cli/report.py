@@ -8,7 +8,7 @@ tests use, and writes into ``--out DIR``::
 
     DIR/summary.csv              one row per (model, claim): status, key number, judge's message
     DIR/summary.json             the same plus every verdict dict and the missing revisions, and each
-                                 population's claims over its members and candidates' places (issue 24)
+                                 population's claims over its members and candidates' places
     DIR/<model>/<figure>.png     bos_fraction, induction_heads, pr_lead, label_grid, ablation
     DIR/population-<name>/*.png  population_induction, population_bos: every member on one figure
     DIR/report.html              the verdict table and figures as one self-contained page
